@@ -1,0 +1,50 @@
+#pragma once
+// The error split used inside dtrain (exceptions never cross the C ABI of the collectives library):
+//   ConfigError  - the user's mistake (spec, flags, environment); the CLI exits 2.
+//   IoError      - a peer or the network failed; a job may restart.
+//   TimeoutError - a deadline passed (rendezvous join, a collective, a store get).
+//   AuthError    - the rendezvous refused or could not prove the shared token.
+//   InternalError- a broken invariant inside dtrain, raised by DTRAIN_CHECK with file:line.
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace dtrain {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+class AuthError : public Error {
+ public:
+  using Error::Error;
+};
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
+[[noreturn]] void throw_internal(const char* file, int line, const std::string& what);
+
+// errno text for messages: "connect 10.0.0.1:29400: Connection refused"
+std::string errno_text(int err);
+
+}  // namespace dtrain
+
+#define DTRAIN_CHECK(cond, ...)                                                       \
+  do {                                                                                \
+    if (!(cond)) ::dtrain::throw_internal(__FILE__, __LINE__, #cond ": " + fmt::format(__VA_ARGS__)); \
+  } while (0)

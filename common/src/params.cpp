@@ -1,0 +1,57 @@
+#include "dtrain/common/params.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "dtrain/common/errors.hpp"
+
+namespace dtrain {
+namespace {
+
+// Keep sorted by name. Every entry must appear in the man pages (tests/docs checks it).
+constexpr Param kParams[] = {
+    {"DTRAIN_COLL_TIMEOUT_S", "300", "deadline of one collective call, in seconds"},
+    {"DTRAIN_LOG", "warn", "log level and subsystems: error|warn|info|debug|trace[:cli,config,rdzv,agent,coll,net]"},
+    {"DTRAIN_RDZV_TOKEN", "", "rendezvous token itself (prefer rendezvous.token_file or --token-file)"},
+    {"DTRAIN_SOCKET_ADDR", "", "address a worker advertises for the TCP engine (default: the one that reaches the store)"},
+    {"DTRAIN_TRANSPORT", "auto", "CPU engine between ranks of one node: auto (shared memory) or tcp"},
+};
+
+}  // namespace
+
+std::span<const Param> params() { return kParams; }
+
+const Param* find_param(std::string_view name) {
+  for (const auto& p : kParams)
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+std::string param_string(std::string_view name) {
+  const Param* p = find_param(name);
+  DTRAIN_CHECK(p != nullptr, "unregistered parameter {}", name);
+  if (const char* v = std::getenv(p->name); v != nullptr && *v != '\0') return v;
+  return p->default_value;
+}
+
+std::int64_t param_int(std::string_view name) {
+  std::string v = param_string(name);
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || errno != 0 || *end != '\0')
+    throw ConfigError(fmt::format("{}={}: expected an integer", name, v));
+  return x;
+}
+
+double param_double(std::string_view name) {
+  std::string v = param_string(name);
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || errno != 0 || *end != '\0')
+    throw ConfigError(fmt::format("{}={}: expected a number", name, v));
+  return x;
+}
+
+}  // namespace dtrain

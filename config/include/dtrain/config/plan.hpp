@@ -1,0 +1,76 @@
+#pragma once
+// The plan: node identity + cluster size + rank table + batch math, computed from a JobSpec.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtrain/config/spec.hpp"
+
+namespace dtrain::config {
+
+// Where each identity field came from: "flags", "spec", "slurm", "sagemaker", "torch-env", "default".
+struct NodeIdentity {
+  int node_rank = 0;
+  int instances = 1;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;          // from MASTER_PORT (torch env) when given
+  std::vector<std::string> hosts;          // all node host names when known (Slurm, SageMaker)
+  std::string host;                        // this node's name
+  std::optional<int> gpus_per_instance;    // SM_NUM_GPUS
+  std::optional<std::string> run_id;       // SLURM_JOB_ID
+  std::string source = "default";          // summary: the source of node_rank/instances
+  std::map<std::string, std::string> field_sources;  // "node_rank" -> "slurm", ...
+};
+
+// A snapshot of the environment (so tests can pass their own) plus the SageMaker file path.
+struct Environment {
+  std::map<std::string, std::string> vars;
+  std::string sagemaker_resource_file = "/opt/ml/input/config/resourceconfig.json";
+  static Environment current();  // reads environ
+  const std::string* get(const std::string& name) const;
+};
+
+NodeIdentity discover_identity(const JobSpec& spec, const Overrides& overrides, const Environment& env);
+
+struct RankInfo {
+  int rank;
+  int node_rank;
+  int local_rank;
+};
+
+struct BatchPlan {
+  std::int64_t global = 0;
+  std::int64_t per_replica = 0;
+  std::int64_t micro_batches = 1;
+  std::int64_t micro_batch_size = 0;
+  std::optional<std::int64_t> dataset_size;
+  std::int64_t epochs = 1;
+  std::optional<std::int64_t> iterations_per_epoch;  // needs dataset_size
+  std::optional<std::int64_t> total_iterations;
+};
+
+struct Plan {
+  JobSpec spec;
+  NodeIdentity identity;
+  int world_size = 1;
+  int instances = 1;
+  int procs_per_instance = 1;
+  bool use_gpus = false;                   // one worker per GPU
+  std::string slots_source;                // "spec", "flags", "gpus", "cpu cores", "sagemaker"
+  std::optional<BatchPlan> batch;          // when the spec has a batch section
+  std::vector<RankInfo> ranks;             // every rank of the job, ordered by global rank
+  std::string run_id;
+};
+
+// Visible GPUs on this machine (0 when none or no driver). Overridable for tests by DTRAIN_TEST_GPUS.
+int count_visible_gpus();
+// Throws SpecError on impossible combinations (global batch not dividing world size, ...).
+Plan make_plan(const JobSpec& spec, const Overrides& overrides, const Environment& env);
+// The plan as one JSON object (the `dtrain plan --json` form and the DTRAIN_PLAN file).
+std::string plan_to_json(const Plan& plan, int indent = 2);
+// The human-readable summary and rank table of `dtrain plan`.
+std::string plan_to_text(const Plan& plan);
+
+}  // namespace dtrain::config

@@ -1,0 +1,83 @@
+#pragma once
+// Job spec v1 (DESIGN section 2, man/dtrain-job.5): the typed form of job.json after validation.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtrain::config {
+
+struct ClusterSpec {
+  std::optional<int> instances;          // unset: from Slurm/SageMaker/torch env, else 1
+  std::optional<int> gpus_per_instance;  // unset or "auto": visible GPUs, else procs_per_instance
+  bool gpus_auto = true;                 // "auto" (or unset)
+  std::optional<int> procs_per_instance; // CPU spelling of the same field; unset: one per core
+  bool bind_gpus = false;                // set CUDA_VISIBLE_DEVICES to one GPU per worker
+};
+
+struct BatchSpec {
+  std::optional<std::int64_t> per_replica;
+  std::optional<std::int64_t> global;
+  std::int64_t micro_batches = 1;
+  std::optional<std::int64_t> dataset_size;
+  std::int64_t epochs = 1;
+};
+
+struct RendezvousSpec {
+  std::optional<std::string> endpoint;  // HOST:PORT; unset: standalone store on this node
+  double join_timeout_s = 600;
+  double heartbeat_s = 5;
+  std::optional<double> heartbeat_timeout_s;  // unset: 3 x heartbeat_s
+  std::optional<std::string> token_file;
+  std::optional<std::string> run_id;  // unset: SLURM_JOB_ID, else generated
+};
+
+struct RestartSpec {
+  int max_restarts = 0;
+  double backoff_s = 0;  // wait before each restart
+};
+
+struct OutputSpec {
+  bool tag = true;
+  std::string tag_format = "[{node}/{rank}] ";  // fields: {node} {rank} {local_rank} {stream}
+  bool timestamps = false;
+  std::optional<std::string> log_dir;
+};
+
+struct JobSpec {
+  int version = 1;
+  std::string name;  // default: basename of command[0]
+  std::vector<std::string> command;
+  std::string workdir = ".";
+  ClusterSpec cluster;
+  BatchSpec batch;
+  bool has_batch = false;
+  RendezvousSpec rendezvous;
+  RestartSpec restart;
+  std::map<std::string, std::string> env;
+  OutputSpec output;
+  double grace_s = 10;                     // SIGTERM -> SIGKILL grace when stopping workers
+  std::optional<double> max_runtime_s;     // kill the job after this long
+  std::filesystem::path source;            // file the spec came from ("" for the embedded default)
+};
+
+// Command-line overrides shared by `plan` and `launch` (flags win over the spec and environment).
+struct Overrides {
+  std::optional<int> nodes;
+  std::optional<int> node_rank;
+  std::optional<int> nproc_per_node;
+  std::optional<std::string> rdzv;        // HOST:PORT
+  std::optional<std::string> token_file;
+  std::vector<std::string> sets;          // "/json/pointer=value" (value parsed as JSON, else string)
+};
+
+// Parses and validates a spec; on any problem throws SpecError listing every problem found.
+JobSpec load_spec_file(const std::filesystem::path& file, const Overrides& overrides);
+JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
+                       const std::filesystem::path& source = {});
+// The embedded default job used by `dtrain launch` without a file (the README demo).
+JobSpec default_spec(const Overrides& overrides);
+
+}  // namespace dtrain::config

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what dtrain needs to build, test and benchmark, from Debian's archive.
+# Idempotent: packages already present are left alone and nothing is fetched.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libcli11-dev libuv1-dev nlohmann-json3-dev libfmt-dev doctest-dev libssl-dev
+  openmpi-bin libopenmpi-dev   # peer for bench/ and MPI_Allreduce probe
+  iproute2 procps util-linux   # network-namespace tests, process checks
+  groff-base                   # man page rendering check
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
