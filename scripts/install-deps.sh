@@ -25,5 +25,11 @@ echo "install-deps: installing ${missing[*]}"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+log=$(mktemp -t dtrain-install-deps.XXXXXX.log)
+if ! { $sudo apt-get update -q && $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "install-deps: apt-get failed; full log in $log" >&2
+  exit 1
+fi
+rm -f "$log"
+echo "install-deps: installed ${#missing[@]} packages"
