@@ -11,6 +11,7 @@ namespace {
 // Keep sorted by name. Every entry must appear in the man pages (tests/docs checks it).
 constexpr Param kParams[] = {
     {"DTRAIN_COLL_TIMEOUT_S", "300", "deadline of one collective call, in seconds"},
+    {"DTRAIN_CUDA_DEVICE", "", "CUDA device of the NCCL communicator (default: the current one if set, else LOCAL_RANK mod visible devices)"},
     {"DTRAIN_LOG", "warn", "log level and subsystems: error|warn|info|debug|trace[:cli,config,rdzv,agent,coll,net]"},
     {"DTRAIN_RDZV_TOKEN", "", "rendezvous token itself (prefer rendezvous.token_file or --token-file)"},
     {"DTRAIN_SOCKET_ADDR", "", "address a worker advertises for the TCP engine (default: the one that reaches the store)"},
