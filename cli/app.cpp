@@ -3,21 +3,128 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
+#include "dtrain/common/params.hpp"
+#include "dtrain/common/text.hpp"
+#include "dtrain/config/errors.hpp"
 
 namespace dtrain::cli {
+namespace {
+
+// A command name close to `word`: text::closest, or for short command names up to two edits
+// (a swapped pair of letters, "plna"), or a unique prefix ("ren").
+std::optional<std::string> suggest(const std::string& word, const std::vector<std::string>& names) {
+  if (auto near = text::closest(word, names)) return near;
+  std::optional<std::string> best;
+  std::size_t best_d = 3;
+  int prefixed = 0;
+  std::string prefix_hit;
+  for (const auto& n : names) {
+    std::size_t d = text::edit_distance(word, n);
+    if (word.size() >= 3 && d < best_d) {
+      best = n;
+      best_d = d;
+    }
+    if (!word.empty() && n.rfind(word, 0) == 0) {
+      ++prefixed;
+      prefix_hit = n;
+    }
+  }
+  if (best) return best;
+  if (prefixed == 1) return prefix_hit;
+  return std::nullopt;
+}
+
+void register_help(CLI::App& app, Runner& run) {
+  auto topic = std::make_shared<std::vector<std::string>>();
+  CLI::App* sub = app.add_subcommand("help", "show help for dtrain or one of its commands");
+  sub->add_option("command", *topic, "command to explain, e.g. plan");
+  sub->callback([&app, topic, &run] {
+    run = [&app, topic]() -> int {
+      CLI::App* target = &app;
+      std::string path = "dtrain";
+      for (const auto& name : *topic) {
+        CLI::App* next = nullptr;
+        for (CLI::App* s : target->get_subcommands({}))
+          if (s->get_name() == name) next = s;
+        if (next == nullptr) {
+          std::vector<std::string> names;
+          for (CLI::App* s : target->get_subcommands({})) names.push_back(s->get_name());
+          auto near = suggest(name, names);
+          std::fprintf(stderr, "dtrain: no command '%s' in '%s'%s; commands: %s\n", name.c_str(), path.c_str(),
+                       near ? (", did you mean '" + *near + "'?").c_str() : "", text::join(names, ", ").c_str());
+          return exit_code::usage;
+        }
+        target = next;
+        path += " " + name;
+      }
+      std::string text = target->help();
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      if (target == &app) std::printf("\nSee dtrain(1) and, for a command, dtrain-<command>(1).\n");
+      return exit_code::ok;
+    };
+  });
+}
+
+void register_env(CLI::App& app, Runner& run) {
+  CLI::App* sub = app.add_subcommand("env", "list the DTRAIN_* environment variables dtrain reads, with defaults");
+  sub->callback([&run] {
+    run = [] {
+      std::printf("%-24s %-10s %s\n", "NAME", "DEFAULT", "MEANING (current value when set)");
+      for (const auto& p : params()) {
+        std::string def = *p.default_value ? p.default_value : "(unset)";
+        std::printf("%-24s %-10s %s", p.name, def.c_str(), p.help);
+        if (const char* v = std::getenv(p.name); v != nullptr) std::printf(" [now: %s]", v);
+        std::printf("\n");
+      }
+      return exit_code::ok;
+    };
+  });
+}
+
+// The first word that is not an option must name a command; CLI11 alone would say only
+// "argument not expected", so answer with "did you mean".
+int check_command_word(CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (!a.empty() && a[0] == '-') continue;
+    std::vector<std::string> names;
+    for (CLI::App* s : app.get_subcommands({})) {
+      if (s->get_name() == a) return -1;
+      names.push_back(s->get_name());
+    }
+    auto near = suggest(a, names);
+    if (near)
+      std::fprintf(stderr, "dtrain: unknown command '%s'; did you mean '%s'?\n", a.c_str(), near->c_str());
+    else
+      std::fprintf(stderr, "dtrain: unknown command '%s'; commands: %s\n", a.c_str(), text::join(names, ", ").c_str());
+    std::fprintf(stderr, "Run 'dtrain help' for the list of commands.\n");
+    return exit_code::usage;
+  }
+  return -1;
+}
+
+}  // namespace
 
 int run(int argc, char** argv) {
   CLI::App app{"dtrain: launch and supervise distributed training jobs", "dtrain"};
   app.set_version_flag("--version", "dtrain " DTRAIN_VERSION);
   app.require_subcommand(1);
+  app.footer("Exit status: 0 ok, 2 usage or job spec error; see dtrain(1) for the full table.");
   Runner runner;
   register_plan(app, runner);
   register_launch(app, runner);
   register_rendezvous(app, runner);
   register_status(app, runner);
+  register_env(app, runner);
+  register_help(app, runner);
+  if (int rc = check_command_word(app, argc, argv); rc >= 0) return rc;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -26,9 +133,19 @@ int run(int argc, char** argv) {
   }
   try {
     return runner ? runner() : exit_code::usage;
+  } catch (const config::SpecError& e) {
+    std::fprintf(stderr, "dtrain: %s\n", e.what());
+    std::fprintf(stderr, "hint: every job spec field, its type and default: man 5 dtrain-job\n");
+    return exit_code::usage;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "dtrain: %s\n", e.what());
     return exit_code::usage;
+  } catch (const AuthError& e) {
+    std::fprintf(stderr, "dtrain: %s\n", e.what());
+    return exit_code::auth_refused;
+  } catch (const TimeoutError& e) {
+    std::fprintf(stderr, "dtrain: %s\n", e.what());
+    return exit_code::rdzv_timeout;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtrain: %s\n", e.what());
     return exit_code::internal;

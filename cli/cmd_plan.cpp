@@ -1,8 +1,32 @@
-// Placeholder until the plan command lands.
+// dtrain plan JOB.json [--json]: the computed plan, nothing started.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <memory>
+
 #include "app.hpp"
+#include "dtrain/config/plan.hpp"
+#include "spec_options.hpp"
 
 namespace dtrain::cli {
-void register_plan(CLI::App&, Runner&) {}
+
+void register_plan(CLI::App& app, Runner& run) {
+  struct Args {
+    SpecArgs spec;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("plan", "show the computed plan of a job (cluster, ranks, batch), start nothing");
+  add_spec_options(sub, args->spec);
+  sub->add_flag("--json", args->json, "print the plan as one JSON object");
+  sub->callback([args, &run] {
+    run = [args] {
+      config::Plan plan = load_plan(args->spec, /*job_required=*/true);
+      std::string out = args->json ? config::plan_to_json(plan) + "\n" : config::plan_to_text(plan);
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      return 0;
+    };
+  });
+}
+
 }  // namespace dtrain::cli

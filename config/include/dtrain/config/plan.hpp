@@ -28,7 +28,10 @@ struct NodeIdentity {
 struct Environment {
   std::map<std::string, std::string> vars;
   std::string sagemaker_resource_file = "/opt/ml/input/config/resourceconfig.json";
-  static Environment current();  // reads environ
+  std::string dev_dir = "/dev";  // where /dev/nvidia0.. are counted
+  std::string hostname;          // this machine's name ("" when unknown)
+  std::optional<int> cpu_slots;  // unset: the CPUs this process may run on
+  static Environment current();  // reads environ, gethostname
   const std::string* get(const std::string& name) const;
 };
 
@@ -62,10 +65,22 @@ struct Plan {
   std::optional<BatchPlan> batch;          // when the spec has a batch section
   std::vector<RankInfo> ranks;             // every rank of the job, ordered by global rank
   std::string run_id;
+  std::string run_id_source;               // "spec", "slurm", "generated", "derived"
+  // Effective rendezvous endpoint HOST:PORT: the spec/--rdzv one, else derived from the master
+  // address for multi-node jobs; "" means a standalone store on this (single) node.
+  std::string rdzv_endpoint;
+  std::string rdzv_source;                 // "flags", "spec", "slurm", "sagemaker", "torch-env", "standalone"
 };
+
+// Default port of a rendezvous endpoint derived from the master address (torchrun's).
+inline constexpr int kDefaultRdzvPort = 29400;
 
 // Visible GPUs on this machine (0 when none or no driver). Overridable for tests by DTRAIN_TEST_GPUS.
 int count_visible_gpus();
+// The same from a snapshot: DTRAIN_TEST_GPUS, else CUDA_VISIBLE_DEVICES over <dev_dir>/nvidia[0-9]*.
+int count_visible_gpus(const Environment& env);
+// CPU worker slots when no count is given: the CPUs this process may run on (>= 1).
+int count_cpu_slots(const Environment& env);
 // Throws SpecError on impossible combinations (global batch not dividing world size, ...).
 Plan make_plan(const JobSpec& spec, const Overrides& overrides, const Environment& env);
 // The plan as one JSON object (the `dtrain plan --json` form and the DTRAIN_PLAN file).

@@ -1,0 +1,24 @@
+#include "dtrain/config/errors.hpp"
+
+#include <fmt/format.h>
+
+namespace dtrain::config {
+namespace {
+
+std::string format_problems(const std::string& source, const std::vector<SpecProblem>& problems) {
+  std::string where = source.empty() ? std::string("job spec") : source;
+  auto line = [](const SpecProblem& p) {
+    return p.path.empty() ? p.message : fmt::format("{}: {}", p.path, p.message);
+  };
+  if (problems.size() == 1) return fmt::format("{}: {}", where, line(problems.front()));
+  std::string out = fmt::format("{}: {} problems:", where, problems.size());
+  for (const auto& p : problems) out += "\n  " + line(p);
+  return out;
+}
+
+}  // namespace
+
+SpecError::SpecError(std::string source, std::vector<SpecProblem> problems)
+    : ConfigError(format_problems(source, problems)), problems_(std::move(problems)) {}
+
+}  // namespace dtrain::config

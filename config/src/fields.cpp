@@ -1,0 +1,252 @@
+// The job spec field registry (man/dtrain-job.5 documents every row; tests/docs checks it).
+#include "dtrain/config/fields.hpp"
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/text.hpp"
+
+namespace dtrain::config {
+namespace {
+
+using json = nlohmann::json;
+using Problems = std::vector<SpecProblem>;
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+void check_identifier(const json& v, const std::string& path, Problems& out, const char* what) {
+  const auto& s = v.get_ref<const std::string&>();
+  bool ok = s.size() <= 128 && is_name_char(s.front()) && s.front() != '.' && s.front() != '-';
+  for (char c : s) ok = ok && is_name_char(c);
+  if (!ok)
+    out.push_back({path, fmt::format("{} is not a valid {}; expected up to 128 letters, digits, '.', '_' "
+                                     "or '-', starting with a letter or digit",
+                                     v.dump(), what)});
+}
+
+void check_name(const json& v, const std::string& path, Problems& out) { check_identifier(v, path, out, "job name"); }
+void check_run_id(const json& v, const std::string& path, Problems& out) { check_identifier(v, path, out, "run id"); }
+
+void check_command(const json& v, const std::string& path, Problems& out) {
+  if (v.empty()) {
+    out.push_back({path, "[] is empty; expected the program and its arguments, e.g. [\"python3\", \"train.py\"]"});
+    return;
+  }
+  if (v.front().is_string() && v.front().get_ref<const std::string&>().empty())
+    out.push_back({path + "/0", "\"\" is empty; expected the program to run, e.g. \"python3\""});
+}
+
+void check_endpoint(const json& v, const std::string& path, Problems& out) {
+  try {
+    (void)text::parse_host_port(v.get_ref<const std::string&>(), path);
+  } catch (const ConfigError& e) {
+    std::string msg = e.what();
+    // parse_host_port prefixes the name we gave it: "<path>: ..."
+    if (msg.rfind(path + ": ", 0) == 0) msg.erase(0, path.size() + 2);
+    out.push_back({path, msg});
+  }
+}
+
+// Variables dtrain sets for every worker (the env contract); the spec cannot override them.
+const std::set<std::string>& reserved_env() {
+  static const std::set<std::string> names = {
+      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE",
+      "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+      "TORCHELASTIC_RUN_ID", "DTRAIN_RUN_ID", "DTRAIN_GENERATION", "DTRAIN_NODE_RANK", "DTRAIN_NNODES",
+      "DTRAIN_WORLD_SIZE", "DTRAIN_STORE_ADDR", "DTRAIN_STORE_TOKEN", "DTRAIN_LOCAL_ADDR",
+      "DTRAIN_GLOBAL_BATCH", "DTRAIN_PER_REPLICA_BATCH", "DTRAIN_MICRO_BATCHES", "DTRAIN_MICRO_BATCH_SIZE",
+      "DTRAIN_DATASET_SIZE", "DTRAIN_EPOCHS", "DTRAIN_ITERATIONS_PER_EPOCH", "DTRAIN_TOTAL_ITERATIONS",
+      "DTRAIN_PLAN"};
+  return names;
+}
+
+void check_env(const json& v, const std::string& path, Problems& out) {
+  for (const auto& [key, value] : v.items()) {
+    std::string p = path + "/" + key;
+    bool ok = !key.empty() && !(key[0] >= '0' && key[0] <= '9');
+    for (char c : key) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+    if (!ok) out.push_back({p, fmt::format("\"{}\" is not a valid environment variable name; expected letters, "
+                                           "digits and '_', not starting with a digit", key)});
+    else if (reserved_env().count(key))
+      out.push_back({p, fmt::format("{} is set by dtrain for every worker (see dtrain-launch(1)); remove it from env", key)});
+    if (!value.is_string())
+      out.push_back({p, fmt::format("{} is not a string; environment values are strings, e.g. \"{}\"", value.dump(),
+                                    value.is_primitive() && !value.is_null() ? value.dump() : std::string("4"))});
+  }
+}
+
+void check_tag_format(const json& v, const std::string& path, Problems& out) {
+  static const std::vector<std::string> fields = {"node", "rank", "local_rank", "stream"};
+  const auto& s = v.get_ref<const std::string&>();
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '}') {
+      if (i + 1 < s.size() && s[i + 1] == '}') { ++i; continue; }
+      out.push_back({path, fmt::format("\"{}\" has an unmatched '}}'; write '}}}}' for a literal brace", s)});
+      return;
+    }
+    if (s[i] != '{') continue;
+    if (i + 1 < s.size() && s[i + 1] == '{') { ++i; continue; }
+    auto close = s.find('}', i);
+    if (close == std::string::npos) {
+      out.push_back({path, fmt::format("\"{}\" has an unclosed '{{'; fields are {{node}} {{rank}} {{local_rank}} {{stream}}", s)});
+      return;
+    }
+    std::string name = s.substr(i + 1, close - i - 1);
+    if (std::find(fields.begin(), fields.end(), name) == fields.end()) {
+      auto near = text::closest(name, fields);
+      out.push_back({path, fmt::format("\"{}\" uses unknown field {{{}}}{}; fields are {{node}} {{rank}} {{local_rank}} {{stream}}",
+                                       s, name, near ? fmt::format(" (did you mean {{{}}}?)", *near) : "")});
+    }
+    i = close;
+  }
+}
+
+std::vector<std::string> strings(const json& v) { return v.get<std::vector<std::string>>(); }
+
+constexpr double kMaxInstances = 65536;
+constexpr double kMaxSlots = 4096;
+constexpr double kMaxBatch = 2147483647.0;      // 2^31 - 1
+constexpr double kMaxSamples = 1e15;
+constexpr double kMaxSeconds = 31536000;       // one year
+
+// clang-format off
+const FieldInfo kFields[] = {
+  {"/version", FieldType::integer, "1", "spec format version; this dtrain reads version 1", 1, 1, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.version = v.get<int>(); }},
+  {"/name", FieldType::string, "basename of command[0]", "job name, used in the run id and log file names", 0, 0, false, false, check_name,
+   +[](JobSpec& s, const json& v) { s.name = v.get<std::string>(); }},
+  {"/command", FieldType::string_list, "required", "program and arguments of every worker, run without a shell", 0, 0, false, true, check_command,
+   +[](JobSpec& s, const json& v) { s.command = strings(v); }},
+  {"/workdir", FieldType::string, "\".\"", "working directory of the workers, relative to where dtrain starts", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.workdir = v.get<std::string>(); }},
+
+  {"/cluster", FieldType::object, "{}", "how many nodes and workers per node", 0, 0, false, false, nullptr, nullptr},
+  {"/cluster/instances", FieldType::integer, "1 (or the node count of Slurm, SageMaker, torch env)", "number of nodes (instances)", 1, kMaxInstances, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.cluster.instances = v.get<int>(); }},
+  {"/cluster/gpus_per_instance", FieldType::gpus, "\"auto\"", "GPU workers per node; \"auto\": one per visible GPU, else CPU workers", 1, kMaxSlots, false, false, nullptr,
+   +[](JobSpec& s, const json& v) {
+     if (v.is_string()) { s.cluster.gpus_auto = true; s.cluster.gpus_per_instance.reset(); }
+     else { s.cluster.gpus_auto = false; s.cluster.gpus_per_instance = v.get<int>(); }
+   }},
+  {"/cluster/procs_per_instance", FieldType::integer, "one per CPU core", "CPU workers per node (the CPU spelling of gpus_per_instance)", 1, kMaxSlots, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.cluster.procs_per_instance = v.get<int>(); }},
+  {"/cluster/bind_gpus", FieldType::boolean, "false", "give each GPU worker its own GPU through CUDA_VISIBLE_DEVICES", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.cluster.bind_gpus = v.get<bool>(); }},
+
+  {"/batch", FieldType::object, "unset (no batch math)", "batch sizes, handed to workers as DTRAIN_* variables", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json&) { s.has_batch = true; }},
+  {"/batch/per_replica", FieldType::integer, "global / world size", "samples per replica (worker) per iteration", 1, kMaxBatch, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.batch.per_replica = v.get<std::int64_t>(); }},
+  {"/batch/global", FieldType::integer, "world size x per_replica", "samples per iteration over all replicas; must divide by the world size", 1, kMaxBatch * 1024, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.batch.global = v.get<std::int64_t>(); }},
+  {"/batch/micro_batches", FieldType::integer, "1", "gradient-accumulation steps per iteration; must divide per_replica", 1, kMaxBatch, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.batch.micro_batches = v.get<std::int64_t>(); }},
+  {"/batch/dataset_size", FieldType::integer, "unset", "samples in one epoch; gives iterations per epoch", 1, kMaxSamples, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.batch.dataset_size = v.get<std::int64_t>(); }},
+  {"/batch/epochs", FieldType::integer, "1", "passes over the dataset", 1, 1000000, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.batch.epochs = v.get<std::int64_t>(); }},
+
+  {"/rendezvous", FieldType::object, "{}", "where the nodes meet", 0, 0, false, false, nullptr, nullptr},
+  {"/rendezvous/endpoint", FieldType::string, "unset (standalone store on node 0)", "HOST:PORT of the rendezvous store", 0, 0, false, false, check_endpoint,
+   +[](JobSpec& s, const json& v) { s.rendezvous.endpoint = v.get<std::string>(); }},
+  {"/rendezvous/join_timeout_s", FieldType::number, "600", "seconds to wait for every node to join", 0, kMaxSeconds, true, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.join_timeout_s = v.get<double>(); }},
+  {"/rendezvous/heartbeat_s", FieldType::number, "5", "seconds between agent heartbeats", 0, 3600, true, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.heartbeat_s = v.get<double>(); }},
+  {"/rendezvous/heartbeat_timeout_s", FieldType::number, "3 x heartbeat_s", "seconds of silence after which a node is declared lost", 0, kMaxSeconds, true, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.heartbeat_timeout_s = v.get<double>(); }},
+  {"/rendezvous/token_file", FieldType::string, "unset (no token: loopback only)", "file holding the shared rendezvous token", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.token_file = v.get<std::string>(); }},
+  {"/rendezvous/run_id", FieldType::string, "SLURM_JOB_ID, else generated", "id shared by every node of one run", 0, 0, false, false, check_run_id,
+   +[](JobSpec& s, const json& v) { s.rendezvous.run_id = v.get<std::string>(); }},
+
+  {"/restart", FieldType::object, "{}", "what to do when a worker fails", 0, 0, false, false, nullptr, nullptr},
+  {"/restart/max_restarts", FieldType::integer, "0", "times the whole group is restarted after a failure", 0, 10000, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.restart.max_restarts = v.get<int>(); }},
+  {"/restart/backoff_s", FieldType::number, "0", "seconds to wait before each restart", 0, 86400, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.restart.backoff_s = v.get<double>(); }},
+
+  {"/env", FieldType::string_map, "{}", "extra environment variables for every worker", 0, 0, false, false, check_env,
+   +[](JobSpec& s, const json& v) { s.env = v.get<std::map<std::string, std::string>>(); }},
+
+  {"/output", FieldType::object, "{}", "how worker output is shown and kept", 0, 0, false, false, nullptr, nullptr},
+  {"/output/tag", FieldType::boolean, "true", "prefix every output line with its node and rank", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.output.tag = v.get<bool>(); }},
+  {"/output/tag_format", FieldType::string, "\"[{node}/{rank}] \"", "the prefix; fields {node} {rank} {local_rank} {stream}", 0, 0, false, false, check_tag_format,
+   +[](JobSpec& s, const json& v) { s.output.tag_format = v.get<std::string>(); }},
+  {"/output/timestamps", FieldType::boolean, "false", "prefix every output line with the time", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.output.timestamps = v.get<bool>(); }},
+  {"/output/log_dir", FieldType::string, "unset (no log files)", "directory for one log file per rank", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.output.log_dir = v.get<std::string>(); }},
+
+  {"/grace_s", FieldType::number, "10", "seconds between SIGTERM and SIGKILL when workers are stopped", 0, 3600, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.grace_s = v.get<double>(); }},
+  {"/max_runtime_s", FieldType::number, "unset (no limit)", "stop the job after this many seconds (exit 124)", 0, kMaxSeconds * 10, true, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.max_runtime_s = v.get<double>(); }},
+};
+// clang-format on
+
+std::string num(double x) {
+  if (std::floor(x) == x && std::fabs(x) < 1e16) return fmt::format("{}", static_cast<long long>(x));
+  return fmt::format("{}", x);
+}
+
+}  // namespace
+
+const char* type_name(FieldType type) {
+  switch (type) {
+    case FieldType::object: return "object";
+    case FieldType::integer: return "integer";
+    case FieldType::number: return "number";
+    case FieldType::boolean: return "boolean";
+    case FieldType::string: return "string";
+    case FieldType::string_list: return "array of strings";
+    case FieldType::string_map: return "object of strings";
+    case FieldType::gpus: return "\"auto\" or integer";
+  }
+  return "?";
+}
+
+std::span<const FieldInfo> spec_fields() { return kFields; }
+
+const FieldInfo* find_field(std::string_view path) {
+  for (const auto& f : kFields)
+    if (path == f.path) return &f;
+  return nullptr;
+}
+
+std::string dotted_name(std::string_view path) {
+  std::string out(path.substr(path.empty() || path[0] != '/' ? 0 : 1));
+  for (auto& c : out)
+    if (c == '/') c = '.';
+  return out;
+}
+
+std::string expectation(const FieldInfo& f) {
+  auto range = [&](const char* noun) {
+    std::string lo = f.min_exclusive ? "> " + num(f.min) : ">= " + num(f.min);
+    if (f.min == f.max) return fmt::format("{} {}", noun, num(f.min));
+    if (f.max >= 1e12 || f.min_exclusive) return fmt::format("{} {} (at most {})", noun, lo, num(f.max));
+    return fmt::format("{} from {} to {}", noun, num(f.min), num(f.max));
+  };
+  switch (f.type) {
+    case FieldType::object: return "an object";
+    case FieldType::integer: return range("an integer");
+    case FieldType::number: return range("a number");
+    case FieldType::boolean: return "true or false";
+    case FieldType::string: return "a non-empty string";
+    case FieldType::string_list: return "an array of strings, e.g. [\"python3\", \"train.py\"]";
+    case FieldType::string_map: return "an object of strings, e.g. {\"OMP_NUM_THREADS\": \"4\"}";
+    case FieldType::gpus: return "\"auto\" or " + range("an integer");
+  }
+  return "?";
+}
+
+}  // namespace dtrain::config

@@ -1,0 +1,369 @@
+// Job spec v1: JSON text -> (--set edits) -> validation against the field registry -> JobSpec.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/text.hpp"
+#include "dtrain/config/fields.hpp"
+#include "dtrain/config/spec.hpp"
+#include "spec_internal.hpp"
+
+namespace dtrain::config {
+namespace detail {
+
+std::string show(const nlohmann::json& value) {
+  std::string s = value.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string kind(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::object: return "an object";
+    case nlohmann::json::value_t::array: return "an array";
+    case nlohmann::json::value_t::string: return "a string";
+    case nlohmann::json::value_t::boolean: return "a boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned: return "an integer";
+    case nlohmann::json::value_t::number_float: return "a fractional number";
+    default: return "not a JSON value";
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+using json = nlohmann::json;
+using detail::kind;
+using detail::show;
+
+std::string escape_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+struct Collector {
+  std::vector<SpecProblem> problems;
+  std::vector<std::string> set_paths;  // pointers edited by --set, so messages can say so
+
+  void add(const std::string& path, std::string message) {
+    for (const auto& s : set_paths) {
+      if (path == s || path.rfind(s + "/", 0) == 0 || s.rfind(path + "/", 0) == 0) {
+        message += " (from --set " + s + ")";
+        break;
+      }
+    }
+    problems.push_back({path, std::move(message)});
+  }
+};
+
+// Parses JSON text, reporting duplicate keys (the parser callback sees every key in order).
+json parse_text(const std::string& text, Collector& c) {
+  struct Frame {
+    bool array = false;
+    std::size_t index = 0;
+    std::string key;
+    std::vector<std::string> keys;
+  };
+  std::vector<Frame> stack;
+  auto child_path = [&] {
+    std::string out;
+    for (const auto& f : stack) out += "/" + (f.array ? std::to_string(f.index) : escape_token(f.key));
+    return out;
+  };
+  json::parser_callback_t cb = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: stack.push_back(Frame{}); break;
+      case json::parse_event_t::array_start: stack.push_back(Frame{true, 0, {}, {}}); break;
+      case json::parse_event_t::key: {
+        auto& f = stack.back();
+        f.key = parsed.get<std::string>();
+        if (std::find(f.keys.begin(), f.keys.end(), f.key) != f.keys.end())
+          c.add(child_path(), "duplicate key; each key may appear once in an object (the last one would win)");
+        else
+          f.keys.push_back(f.key);
+        break;
+      }
+      case json::parse_event_t::value:
+        if (!stack.empty() && stack.back().array) ++stack.back().index;
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        stack.pop_back();
+        if (!stack.empty() && stack.back().array) ++stack.back().index;
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, cb);
+  } catch (const json::parse_error& e) {
+    std::string msg = e.what();
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..." -> from "line"
+    if (auto pos = msg.find("at line "); pos != std::string::npos) msg = "invalid JSON " + msg.substr(pos);
+    else if (auto p2 = msg.find("] "); p2 != std::string::npos) msg = "invalid JSON: " + msg.substr(p2 + 2);
+    c.problems.clear();  // duplicates seen before a syntax error are noise
+    c.add("", msg);
+    return json();
+  }
+}
+
+// "/batch/global=512" into the document; the value is JSON when it parses as JSON, else a string.
+void apply_set(json& doc, const std::string& assignment, Collector& c) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || assignment.empty() || assignment[0] != '/') {
+    c.add("--set", fmt::format("'{}' is not /json/pointer=value, e.g. --set /batch/global=512", assignment));
+    return;
+  }
+  std::string ptr = assignment.substr(0, eq);
+  std::string raw = assignment.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(raw);
+  } catch (const json::exception&) {
+    value = raw;
+  }
+  try {
+    json::json_pointer jp(ptr);
+    if (!doc.is_object()) doc = json::object();
+    doc[jp] = value;
+    c.set_paths.push_back(ptr);
+  } catch (const json::exception& e) {
+    std::string what = e.what();
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    c.add("--set", fmt::format("cannot set {}: {}", ptr, what));
+  }
+}
+
+std::vector<std::string> child_names(const std::string& parent) {
+  std::vector<std::string> out;
+  for (const auto& f : spec_fields()) {
+    std::string_view p = f.path;
+    auto slash = p.rfind('/');
+    if (p.substr(0, slash) == parent) out.emplace_back(p.substr(slash + 1));
+  }
+  return out;
+}
+
+bool check_range(const FieldInfo& f, const json& v, const std::string& path, Collector& c) {
+  double x = v.get<double>();
+  bool ok = std::isfinite(x) && (f.min_exclusive ? x > f.min : x >= f.min) && x <= f.max;
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(f.max)) ok = false;
+  if (!ok) {
+    if (f.path == std::string_view("/version"))
+      c.add(path, fmt::format("{} is not supported; this dtrain reads job spec version 1", show(v)));
+    else
+      c.add(path, fmt::format("{} is out of range; expected {}", show(v), expectation(f)));
+  }
+  return ok;
+}
+
+// Type and range check of one value; true when it may be applied.
+bool check_value(const FieldInfo& f, const json& v, const std::string& path, Collector& c) {
+  auto wrong = [&] {
+    c.add(path, fmt::format("{} is {}; expected {}", show(v), kind(v), expectation(f)));
+    return false;
+  };
+  switch (f.type) {
+    case FieldType::object:
+      if (!v.is_object()) return wrong();
+      return true;
+    case FieldType::integer:
+      if (!v.is_number_integer()) return wrong();
+      return check_range(f, v, path, c);
+    case FieldType::number:
+      if (!v.is_number()) return wrong();
+      return check_range(f, v, path, c);
+    case FieldType::boolean:
+      if (!v.is_boolean()) return wrong();
+      return true;
+    case FieldType::string:
+      if (!v.is_string()) return wrong();
+      if (v.get_ref<const std::string&>().empty()) {
+        c.add(path, fmt::format("\"\" is empty; expected {}", expectation(f)));
+        return false;
+      }
+      return true;
+    case FieldType::string_list: {
+      if (!v.is_array()) return wrong();
+      bool ok = true;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_string()) {
+          c.add(fmt::format("{}/{}", path, i), fmt::format("{} is {}; every element must be a string, e.g. \"{}\"",
+                                                           show(v[i]), kind(v[i]), v[i].is_primitive() ? v[i].dump() : "arg"));
+          ok = false;
+        }
+      }
+      return ok;
+    }
+    case FieldType::string_map:
+      if (!v.is_object()) return wrong();
+      return true;  // values are checked by the field's own check
+    case FieldType::gpus:
+      if (v.is_string()) {
+        if (v.get_ref<const std::string&>() == "auto") return true;
+        c.add(path, fmt::format("{} is not a count; expected {}", show(v), expectation(f)));
+        return false;
+      }
+      if (!v.is_number_integer()) return wrong();
+      if (v.get<double>() == 0) {
+        c.add(path, fmt::format("0 GPUs is out of range; expected {} (for CPU workers set "
+                                "/cluster/procs_per_instance instead)", expectation(f)));
+        return false;
+      }
+      return check_range(f, v, path, c);
+  }
+  return false;
+}
+
+void walk(const json& obj, const std::string& parent, JobSpec& spec, Collector& c) {
+  std::vector<std::string> names = child_names(parent);
+  for (const auto& [key, value] : obj.items()) {
+    std::string path = parent + "/" + escape_token(key);
+    const FieldInfo* f = find_field(path);
+    if (f == nullptr) {
+      std::string where = parent.empty() ? "at the top level" : "in " + parent;
+      if (auto near = text::closest(key, names))
+        c.add(path, fmt::format("unknown key; did you mean \"{}\"?", *near));
+      else
+        c.add(path, fmt::format("unknown key {}; expected one of: {}", where, text::join(names, ", ")));
+      continue;
+    }
+    if (!check_value(*f, value, path, c)) continue;
+    std::size_t before = c.problems.size();
+    if (f->check) {
+      std::vector<SpecProblem> extra;
+      f->check(value, path, extra);
+      for (auto& p : extra) c.add(p.path, std::move(p.message));
+    }
+    if (c.problems.size() != before) continue;
+    if (f->apply) f->apply(spec, value);
+    if (f->type == FieldType::object) walk(value, path, spec, c);
+  }
+  for (const auto& f : spec_fields()) {
+    std::string_view p = f.path;
+    if (!f.required || p.substr(0, p.rfind('/')) != parent) continue;
+    if (!obj.contains(std::string(p.substr(p.rfind('/') + 1))))
+      c.add(f.path, fmt::format("missing; every job needs it ({}), e.g. \"command\": [\"python3\", \"train.py\"]", f.doc));
+  }
+}
+
+// Checks that span several fields.
+void check_combinations(const json& doc, const JobSpec& spec, Collector& c) {
+  auto has = [&](const char* ptr) { return doc.contains(json::json_pointer(ptr)); };
+  if (spec.cluster.gpus_per_instance && spec.cluster.procs_per_instance)
+    c.add("/cluster/procs_per_instance",
+          fmt::format("{} conflicts with /cluster/gpus_per_instance {}; give gpus_per_instance for GPU workers or "
+                      "procs_per_instance for CPU workers, not both",
+                      *spec.cluster.procs_per_instance, *spec.cluster.gpus_per_instance));
+  if (spec.has_batch && doc.at("batch").is_object()) {
+    const auto& b = spec.batch;
+    if (!has("/batch/per_replica") && !has("/batch/global"))
+      c.add("/batch", "gives neither per_replica nor global; set one of them, e.g. \"per_replica\": 32");
+    if (b.per_replica && has("/batch/micro_batches") && *b.per_replica % b.micro_batches != 0)
+      c.add("/batch/per_replica", fmt::format("{} does not divide by micro_batches {}; micro-batch size must be a whole "
+                                              "number", *b.per_replica, b.micro_batches));
+    else if (b.per_replica && b.micro_batches > *b.per_replica)
+      c.add("/batch/micro_batches", fmt::format("{} is more than per_replica {}", b.micro_batches, *b.per_replica));
+  }
+  if (spec.rendezvous.heartbeat_timeout_s && *spec.rendezvous.heartbeat_timeout_s <= spec.rendezvous.heartbeat_s)
+    c.add("/rendezvous/heartbeat_timeout_s",
+          fmt::format("{} is not longer than heartbeat_s {}; a node would be declared lost between two heartbeats",
+                      *spec.rendezvous.heartbeat_timeout_s, spec.rendezvous.heartbeat_s));
+  if (spec.rendezvous.join_timeout_s < spec.rendezvous.heartbeat_s && has("/rendezvous/join_timeout_s"))
+    c.add("/rendezvous/join_timeout_s", fmt::format("{} is shorter than heartbeat_s {}", spec.rendezvous.join_timeout_s,
+                                                    spec.rendezvous.heartbeat_s));
+}
+
+void apply_flags(JobSpec& spec, const Overrides& o, Collector& c) {
+  if (o.nodes && (*o.nodes < 1 || *o.nodes > 65536))
+    c.add("--nodes", fmt::format("{} is out of range; expected a node count from 1 to 65536", *o.nodes));
+  if (o.node_rank && *o.node_rank < 0)
+    c.add("--node-rank", fmt::format("{} is negative; expected a node rank from 0 to nodes-1", *o.node_rank));
+  if (o.nodes && o.node_rank && *o.nodes >= 1 && *o.node_rank >= *o.nodes)
+    c.add("--node-rank", fmt::format("{} is not below --nodes {}; node ranks run from 0 to {}", *o.node_rank, *o.nodes,
+                                     *o.nodes - 1));
+  if (o.nproc_per_node && (*o.nproc_per_node < 1 || *o.nproc_per_node > 4096))
+    c.add("--nproc-per-node", fmt::format("{} is out of range; expected a worker count from 1 to 4096", *o.nproc_per_node));
+  if (o.rdzv) {
+    try {
+      (void)text::parse_host_port(*o.rdzv, "--rdzv");
+      spec.rendezvous.endpoint = *o.rdzv;
+    } catch (const ConfigError& e) {
+      std::string msg = e.what();
+      if (msg.rfind("--rdzv: ", 0) == 0) msg.erase(0, 8);
+      c.add("--rdzv", msg);
+    }
+  }
+  if (o.token_file) {
+    if (o.token_file->empty()) c.add("--token-file", "empty path; expected the file that holds the rendezvous token");
+    else spec.rendezvous.token_file = *o.token_file;
+  }
+}
+
+std::string display_source(const std::filesystem::path& source) {
+  return source.empty() ? std::string("job spec") : source.string();
+}
+
+}  // namespace
+
+JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides, const std::filesystem::path& source) {
+  Collector c;
+  json doc = parse_text(json_text, c);
+  JobSpec spec;
+  spec.source = source;
+  if (!c.problems.empty() && doc.is_null()) throw SpecError(display_source(source), c.problems);
+  for (const auto& s : overrides.sets) apply_set(doc, s, c);
+  if (!doc.is_object()) {
+    c.add("/", fmt::format("the job spec is {}; expected a JSON object, e.g. {{\"command\": [\"python3\", \"train.py\"]}}",
+                           kind(doc)));
+  } else {
+    walk(doc, "", spec, c);
+    check_combinations(doc, spec, c);
+  }
+  apply_flags(spec, overrides, c);
+  if (!c.problems.empty()) throw SpecError(display_source(source), c.problems);
+  if (spec.name.empty()) {
+    std::string base = std::filesystem::path(spec.command.front()).filename().string();
+    std::string clean;
+    for (char ch : base)
+      clean += ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                ch == '-' || ch == '.')
+                   ? ch
+                   : '_';
+    while (!clean.empty() && (clean.front() == '.' || clean.front() == '-')) clean.erase(0, 1);
+    spec.name = clean.empty() ? "job" : clean.substr(0, 64);
+  }
+  return spec;
+}
+
+JobSpec load_spec_file(const std::filesystem::path& file, const Overrides& overrides) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec))
+    throw ConfigError(fmt::format("job file {}: no such file; give the path of a job spec (see dtrain-job(5))", file.string()));
+  if (std::filesystem::is_directory(file, ec))
+    throw ConfigError(fmt::format("job file {}: is a directory; give the path of a job spec JSON file", file.string()));
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in && !in.eof())
+    throw ConfigError(fmt::format("job file {}: cannot read: {}", file.string(), errno_text(errno)));
+  if (!in.is_open())
+    throw ConfigError(fmt::format("job file {}: cannot open: {}", file.string(), errno_text(errno)));
+  return load_spec_text(text.str(), overrides, file);
+}
+
+}  // namespace dtrain::config
