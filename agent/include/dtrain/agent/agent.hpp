@@ -1,0 +1,139 @@
+#pragma once
+// The per-node agent: spawns the ranked workers of this node, carries their output, stops the whole
+// group on the first failure, restarts it when asked, forwards signals and leaves nothing behind.
+//
+// One Agent::run() drives one libuv loop on the calling thread until the job is over. The job is an
+// explicit state machine (JobState); events from other nodes enter through Agent::post(), which is
+// thread-safe, and local events leave through AgentHooks (called on the loop thread).
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dtrain/config/plan.hpp"
+
+namespace dtrain::agent {
+
+// starting: waiting for the go of this generation (multi-node join) and spawning;
+// running: every local worker spawned; stopping: SIGTERM sent, grace running;
+// restarting: all stopped, backoff before the next generation; done: run() returns.
+enum class JobState { starting, running, stopping, restarting, done };
+const char* state_name(JobState s);
+
+struct OutputOptions {
+  bool tag = true;
+  std::string tag_format = "[{node}/{rank}] ";  // {node} {rank} {local_rank} {stream}
+  bool timestamps = false;
+  std::optional<std::set<int>> terminal_ranks;  // unset: every rank reaches the terminal
+  int stdout_fd = 1;                            // where tagged lines go (tests pass a file)
+  int stderr_fd = 2;
+};
+
+struct AgentOptions {
+  config::Plan plan;                      // node identity, ranks, batch, spec (command, env, output)
+  std::string plan_json;                  // written to <run dir>/plan.json, DTRAIN_PLAN points there
+  std::vector<std::string> extra_args;    // appended to spec.command
+  OutputOptions output;
+  double grace_s = 10;                    // SIGTERM -> SIGKILL
+  std::optional<double> max_runtime_s;
+  int max_restarts = 0;
+  double backoff_s = 0;
+  std::string log_dir;                    // "" : no log files (the run dir is temporary)
+  std::string summary_json;               // "" : no JSON summary
+  // progress line: 1 always, 0 never, -1 when stderr is a terminal
+  int progress = -1;
+  std::string self_exe;                   // dtrain binary for the __exec shim; "" : /proc/self/exe
+  // Rendezvous store for the collectives bootstrap (DTRAIN_STORE_ADDR / _TOKEN / DTRAIN_LOCAL_ADDR).
+  std::string store_addr;                 // "" : not set in the worker env
+  std::string store_token;
+  std::string local_addr = "127.0.0.1";
+  std::optional<int> master_port;         // unset: a free port on this (master) node
+  // Multi-node: when true every generation waits in `starting` for post(Event::go(g)).
+  bool external_start = false;
+};
+
+// Why one worker ended.
+struct WorkerExit {
+  int rank = -1;
+  int local_rank = -1;
+  int node_rank = 0;
+  long pid = 0;
+  int exit_code = 0;        // valid when signal == 0
+  int signal = 0;           // terminating signal, 0 when it exited
+  int exec_errno = 0;       // the command could not be executed (ENOENT, EACCES, ...)
+  bool stopped_by_agent = false;  // ended after the agent sent it SIGTERM/SIGKILL
+  double duration_s = 0;
+  std::vector<std::string> last_stderr;  // last lines of its stderr
+  int status() const;       // exit code, 128+signal, 127/126 on exec failure
+  std::string describe() const;  // "exit code 3" / "signal SIGSEGV (11)" / "command not found"
+};
+
+// Events from outside the node (the multi-node session), posted from any thread.
+struct Event {
+  enum class Kind {
+    go,            // generation `generation` may start (external_start)
+    peer_failed,   // a worker on node `node_rank` failed: stop, then restart if budget is left
+    node_lost,     // node `node_rank` went silent: stop and end with exit_code::node_lost
+    restart,       // the job moves to generation `generation`: stop and start it
+    abort,         // stop and end with `exit_code`
+  };
+  Kind kind = Kind::abort;
+  int generation = 0;
+  int node_rank = -1;
+  int exit_code = 0;
+  std::string reason;
+  static Event go(int g) { return {Kind::go, g, -1, 0, {}}; }
+};
+
+// Called on the loop thread: how local events leave the node.
+struct AgentHooks {
+  std::function<void(JobState, int generation)> on_state;
+  std::function<void(const WorkerExit&, int generation)> on_local_failure;  // the first one per generation
+};
+
+struct AgentResult {
+  int exit_code = 0;
+  int restarts = 0;                          // generations started beyond the first
+  std::optional<WorkerExit> root_cause;      // first failure of the last generation
+  std::vector<WorkerExit> other_failures;
+  std::string reason;                        // "", "interrupted by SIGINT", "max_runtime_s 5 passed", ...
+  std::string run_dir;                       // logs (when kept) and plan.json
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentOptions options, AgentHooks hooks = {});
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs the job to its end; returns the exit status rules of dtrain-launch(1) in result().
+  // Throws ConfigError (bad command, workdir, log dir) before anything is spawned.
+  int run();
+  const AgentResult& result() const;
+
+  // Thread-safe: hands an event to the loop (uv_async). Ignored once the job is done.
+  void post(Event e);
+  JobState state() const;  // thread-safe snapshot
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Human summary of a failed run (what dtrain launch prints at the end) and its JSON form.
+std::string summary_text(const AgentResult& r);
+std::string summary_json(const AgentResult& r);
+
+// Hidden entry points of the dtrain binary, dispatched by main() before any CLI parsing:
+//   dtrain __exec AGENT_PID -- COMMAND...   worker shim: PR_SET_PDEATHSIG, then execvp
+//   dtrain __guard                          guardian: on stdin EOF, SIGKILL every listed group
+int exec_shim_main(int argc, char** argv);
+int guardian_main(int argc, char** argv);
+
+}  // namespace dtrain::agent

@@ -1,0 +1,41 @@
+#pragma once
+// The worker environment contract (dtrain-launch(1), ENVIRONMENT): what every worker gets.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dtrain/config/plan.hpp"
+
+namespace dtrain::agent {
+
+using EnvMap = std::map<std::string, std::string>;
+
+struct EnvContext {
+  int generation = 0;          // restart count
+  int max_restarts = 0;
+  std::string run_id;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::string store_addr;      // "" : DTRAIN_STORE_* left out
+  std::string store_token;
+  std::string local_addr = "127.0.0.1";
+  std::string plan_path;       // DTRAIN_PLAN
+  int cores = 1;               // CPUs this agent may use (OMP_NUM_THREADS default)
+};
+
+// base (the agent's environment) < spec `env` < the contract variables; OMP_NUM_THREADS is set to
+// max(1, cores / local workers) only when neither base nor spec env has it.
+EnvMap worker_env(const config::Plan& plan, const config::RankInfo& rank, const EnvContext& ctx,
+                  const EnvMap& base);
+
+// Names of the contract variables that worker_env sets for this plan (the man page lists them all).
+std::vector<std::string> contract_variables(const config::Plan& plan, const EnvContext& ctx);
+
+// The agent's own environment.
+EnvMap current_environment();
+// CPUs in this process's affinity mask.
+int usable_cores();
+// A TCP port that is free on `host` right now (bind to port 0, read it back, close).
+int free_port(const std::string& host = "0.0.0.0");
+
+}  // namespace dtrain::agent

@@ -1,0 +1,122 @@
+#include "dtrain/agent/env.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "dtrain/common/errors.hpp"
+
+extern char** environ;
+
+namespace dtrain::agent {
+
+namespace {
+
+void put(EnvMap& env, const char* name, const std::string& value) { env[name] = value; }
+void put(EnvMap& env, const char* name, std::int64_t value) { env[name] = std::to_string(value); }
+
+}  // namespace
+
+EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const EnvContext& ctx,
+                  const EnvMap& base) {
+  EnvMap env = base;
+  for (const auto& [k, v] : plan.spec.env) env[k] = v;
+
+  const int local_world = plan.procs_per_instance;
+  put(env, "RANK", r.rank);
+  put(env, "LOCAL_RANK", r.local_rank);
+  put(env, "WORLD_SIZE", plan.world_size);
+  put(env, "LOCAL_WORLD_SIZE", local_world);
+  put(env, "GROUP_RANK", r.node_rank);
+  put(env, "GROUP_WORLD_SIZE", plan.instances);
+  put(env, "ROLE_NAME", std::string("default"));
+  put(env, "ROLE_RANK", r.rank);
+  put(env, "ROLE_WORLD_SIZE", plan.world_size);
+  put(env, "MASTER_ADDR", ctx.master_addr);
+  put(env, "MASTER_PORT", ctx.master_port);
+  put(env, "TORCHELASTIC_RESTART_COUNT", ctx.generation);
+  put(env, "TORCHELASTIC_MAX_RESTARTS", ctx.max_restarts);
+  put(env, "TORCHELASTIC_RUN_ID", ctx.run_id);
+  put(env, "TORCHELASTIC_USE_AGENT_STORE", std::string("False"));
+  put(env, "DTRAIN_RUN_ID", ctx.run_id);
+  put(env, "DTRAIN_GENERATION", ctx.generation);
+  put(env, "DTRAIN_NODE_RANK", r.node_rank);
+  put(env, "DTRAIN_NNODES", plan.instances);
+  put(env, "DTRAIN_WORLD_SIZE", plan.world_size);
+  if (!ctx.store_addr.empty()) {
+    put(env, "DTRAIN_STORE_ADDR", ctx.store_addr);
+    put(env, "DTRAIN_STORE_TOKEN", ctx.store_token);
+  }
+  put(env, "DTRAIN_LOCAL_ADDR", ctx.local_addr);
+  if (plan.batch) {
+    const auto& b = *plan.batch;
+    put(env, "DTRAIN_GLOBAL_BATCH", b.global);
+    put(env, "DTRAIN_PER_REPLICA_BATCH", b.per_replica);
+    put(env, "DTRAIN_MICRO_BATCHES", b.micro_batches);
+    put(env, "DTRAIN_MICRO_BATCH_SIZE", b.micro_batch_size);
+    put(env, "DTRAIN_EPOCHS", b.epochs);
+    if (b.dataset_size) put(env, "DTRAIN_DATASET_SIZE", *b.dataset_size);
+    if (b.iterations_per_epoch) put(env, "DTRAIN_ITERATIONS_PER_EPOCH", *b.iterations_per_epoch);
+    if (b.total_iterations) put(env, "DTRAIN_TOTAL_ITERATIONS", *b.total_iterations);
+  }
+  if (!ctx.plan_path.empty()) put(env, "DTRAIN_PLAN", ctx.plan_path);
+  if (plan.use_gpus && plan.spec.cluster.bind_gpus) put(env, "CUDA_VISIBLE_DEVICES", r.local_rank);
+  if (env.find("OMP_NUM_THREADS") == env.end())
+    put(env, "OMP_NUM_THREADS", std::max(1, ctx.cores / std::max(1, local_world)));
+  return env;
+}
+
+std::vector<std::string> contract_variables(const config::Plan& plan, const EnvContext& ctx) {
+  config::RankInfo r{0, 0, 0};
+  EnvMap env = worker_env(plan, r, ctx, {});
+  std::vector<std::string> names;
+  for (const auto& [k, v] : env)
+    if (plan.spec.env.find(k) == plan.spec.env.end() || k == "OMP_NUM_THREADS") names.push_back(k);
+  return names;
+}
+
+EnvMap current_environment() {
+  EnvMap env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    env.emplace(std::string(*e, static_cast<std::size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return env;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int free_port(const std::string& host) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw IoError(fmt::format("socket: {}", errno_text(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw IoError(fmt::format("bind {}:0 to find a free port: {}", host, errno_text(e)));
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace dtrain::agent

@@ -1,0 +1,62 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "dtrain/agent/output.hpp"
+#include "dtrain/common/errors.hpp"
+
+using dtrain::agent::format_tag;
+using dtrain::agent::LineSplitter;
+
+TEST_SUITE("agent::output") {
+  TEST_CASE("line splitter keeps lines whole across chunk boundaries") {
+    LineSplitter sp;
+    std::vector<std::string> lines;
+    auto on = [&](std::string_view l) { lines.emplace_back(l); };
+    std::string in = "alpha\nbe";
+    sp.feed(in.data(), in.size(), on);
+    CHECK(lines == std::vector<std::string>{"alpha"});
+    std::string in2 = "ta\n\ngam";
+    sp.feed(in2.data(), in2.size(), on);
+    CHECK(lines == std::vector<std::string>{"alpha", "beta", ""});
+    CHECK(sp.has_partial());
+    sp.flush(on);
+    CHECK(lines.back() == "gam");
+    CHECK_FALSE(sp.has_partial());
+    sp.flush(on);
+    CHECK(lines.size() == 4);
+  }
+
+  TEST_CASE("an overlong line is cut into pieces of the limit") {
+    LineSplitter sp(4);
+    std::vector<std::string> lines;
+    auto on = [&](std::string_view l) { lines.emplace_back(l); };
+    std::string in = "abcdefghij\nxy";
+    sp.feed(in.data(), in.size(), on);
+    CHECK(lines == std::vector<std::string>{"abcd", "efgh", "ij"});
+    SUBCASE("byte by byte") {
+      LineSplitter s2(4);
+      std::vector<std::string> l2;
+      for (char c : std::string("abcdefghij\n")) s2.feed(&c, 1, [&](std::string_view l) { l2.emplace_back(l); });
+      CHECK(l2 == std::vector<std::string>{"abcd", "efgh", "ij"});
+    }
+  }
+
+  TEST_CASE("tag format fields") {
+    CHECK(format_tag("[{node}/{rank}] ", 1, 7, 3, "stdout") == "[1/7] ");
+    CHECK(format_tag("{local_rank}:{stream}| ", 0, 5, 2, "stderr") == "2:stderr| ");
+    CHECK(format_tag("{{lit}} {rank}", 0, 4, 0, "stdout") == "{lit} 4");
+    CHECK_THROWS_AS(format_tag("{rnak}", 0, 0, 0, "stdout"), dtrain::ConfigError);
+    CHECK_THROWS_AS(format_tag("[{rank", 0, 0, 0, "stdout"), dtrain::ConfigError);
+  }
+
+  TEST_CASE("timestamp prefix shape") {
+    auto s = dtrain::agent::timestamp_prefix(std::chrono::system_clock::now());
+    REQUIRE(s.size() == 24);
+    CHECK(s[4] == '-');
+    CHECK(s[10] == 'T');
+    CHECK(s[19] == '.');
+    CHECK(s.back() == ' ');
+  }
+}
