@@ -1,35 +1,66 @@
 #pragma once
 // The NCCL backend behind the C ABI: device buffers go here. Built only when DTRAIN_HAVE_NCCL;
 // otherwise nccl_stub.cpp provides the same functions, reporting "built without NCCL".
+//
+// Routing (api.cpp): if is_device_pointer(send) || is_device_pointer(recv), the op goes to a
+// lazily created Comm (create() below); host buffers stay with the CPU engine.
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
 
 #include "dtrain/collectives.h"
+#include "dtrain/common/errors.hpp"
 #include "dtrain/rendezvous/store.hpp"
 
 namespace dtrain::coll::nccl {
+
+// What create() and the backend throw for NCCL, CUDA, timeout and "built without NCCL" failures:
+// status() is the C ABI status to return (DTRAIN_ERR_NCCL, DTRAIN_ERR_CUDA, DTRAIN_ERR_TIMEOUT,
+// DTRAIN_ERR_PEER, DTRAIN_ERR_UNSUPPORTED, DTRAIN_ERR_INVALID_ARGUMENT, ...) and what() the text for
+// dtrain_last_error(). Catch it before the generic dtrain::Error mapping.
+class Error : public dtrain::Error {
+ public:
+  Error(dtrain_status_t status, const std::string& what) : dtrain::Error(what), status_(status) {}
+  dtrain_status_t status() const noexcept { return status_; }
+
+ private:
+  dtrain_status_t status_;
+};
 
 // True when this library was built with NCCL.
 bool built_with_nccl();
 
 // True when ptr is CUDA device (or managed) memory. Never throws; false without a driver/GPU.
+// Cheap for host buffers: while the process has not loaded the CUDA driver (libcuda.so.1) no
+// device memory can exist, and this returns false without initialising CUDA.
 bool is_device_pointer(const void* ptr);
+
+// The CUDA device ordinal that owns ptr, or -1 for host memory (or without CUDA). Never throws.
+int device_of(const void* ptr);
 
 struct Options {
   int rank = 0;
   int size = 1;
   int local_rank = 0;
-  int device = -1;                      // -1: LOCAL_RANK mod visible devices (unless the user set one)
+  // -1: DTRAIN_CUDA_DEVICE if set, else the device the calling thread already uses (the user called
+  // cudaSetDevice), else LOCAL_RANK mod visible devices. Passing device_of(buffer) pins the
+  // communicator to the device the first buffer lives on.
+  int device = -1;
   rdzv::Store* store = nullptr;         // already scoped to run id + generation
   std::chrono::milliseconds timeout{300000};
+  // Distinguishes several NCCL communicators created in one generation on the same store: instance
+  // 0 uses the keys "nccl/id" and "nccl/failed", instance k > 0 "nccl/<k>/id" and "nccl/<k>/failed".
+  // Every rank must pass the same value.
+  int instance = 0;
 };
 
 class Comm {
  public:
   virtual ~Comm() = default;
   // Each returns DTRAIN_SUCCESS or an error status after setting the thread-local last error.
+  // stream: a cudaStream_t, or nullptr for an internal stream and a call that returns only once the
+  // result is in recv (polled against the deadline; on timeout the communicator is aborted).
   virtual dtrain_status_t allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype,
                                     dtrain_op_t op, void* stream) = 0;
   virtual dtrain_status_t broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype,
@@ -42,7 +73,8 @@ class Comm {
 };
 
 // Rank 0 creates the unique id and publishes it in the store under "nccl/id"; the others wait for it.
-// Throws dtrain::Error subclasses (the caller maps them to status codes).
+// Throws nccl::Error (with its status) for NCCL/CUDA/timeout failures and dtrain::ConfigError for
+// bad options or DTRAIN_CUDA_DEVICE; never hangs past options.timeout.
 std::unique_ptr<Comm> create(const Options& options);
 
 }  // namespace dtrain::coll::nccl

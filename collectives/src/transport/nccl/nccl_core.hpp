@@ -1,0 +1,134 @@
+#pragma once
+// The NCCL backend proper (built only with DTRAIN_HAVE_NCCL). Everything here throws nccl::Error
+// (carrying its C ABI status) or dtrain::ConfigError; nccl_backend.cpp turns that into status codes
+// and the last-error string at the Comm seam. Kept apart from the seam so that tests and tools can
+// link it directly (static library dtrain_nccl_core) without the shared library's C ABI.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "nccl_backend.hpp"
+
+namespace dtrain::coll::nccl {
+
+using Clock = std::chrono::steady_clock;
+
+inline constexpr std::size_t kUniqueIdBytes = sizeof(ncclUniqueId);  // NCCL_UNIQUE_ID_BYTES = 128
+
+// ---- errors ----
+// "what: <ncclGetErrorString>: <ncclGetLastError text>" as nccl::Error(DTRAIN_ERR_NCCL).
+[[noreturn]] void throw_nccl(ncclResult_t result, std::string_view what, ncclComm_t comm = nullptr);
+// "what: <cudaGetErrorName> (<cudaGetErrorString>)" as nccl::Error(DTRAIN_ERR_CUDA); clears the
+// runtime's last error.
+[[noreturn]] void throw_cuda(cudaError_t error, std::string_view what);
+void check_nccl(ncclResult_t result, std::string_view what, ncclComm_t comm = nullptr);
+void check_cuda(cudaError_t error, std::string_view what);
+
+// ---- devices ----
+// Number of CUDA devices this process can use, probed once (cudaGetDeviceCount); 0 without a driver
+// or GPU, with the reason in device_probe_error(). The CUDA error state is cleared.
+int usable_device_count() noexcept;
+const std::string& device_probe_error() noexcept;
+// The device a communicator for `options` uses (see Options::device); throws nccl::Error
+// (DTRAIN_ERR_CUDA) when there is none, ConfigError for a bad DTRAIN_CUDA_DEVICE.
+int select_device(const Options& options);
+
+// ---- type mapping ----
+ncclDataType_t to_nccl(dtrain_dtype_t dtype);  // nccl::Error(DTRAIN_ERR_INVALID_ARGUMENT) if unknown
+ncclRedOp_t to_nccl(dtrain_op_t op);
+std::size_t dtype_size(dtrain_dtype_t dtype);
+const char* dtype_name(dtrain_dtype_t dtype) noexcept;
+const char* op_name(dtrain_op_t op) noexcept;
+
+// ---- bootstrap: the unique id exchange (needs no GPU) ----
+// Store keys for communicator `instance` ("nccl/id", "nccl/failed" for instance 0).
+std::string id_key(int instance);
+std::string failed_key(int instance);
+// A fresh ncclUniqueId as 128 bytes (ncclGetUniqueId; this also starts NCCL's bootstrap root in
+// this process, which is why only rank 0 calls it).
+rdzv::Bytes new_unique_id();
+// Rank 0 calls make_id() and publishes the bytes under id_key(instance); every other rank waits for
+// that key until `deadline`. Returns the 128 bytes every rank then holds. The store is scoped to the
+// run id and restart generation, so a waiting rank can never read an id from an earlier generation.
+// If rank 0 fails instead (publish_failure before its id), the others fail at once with its message.
+rdzv::Bytes exchange_unique_id(rdzv::Store& store, int rank, int instance, Clock::time_point deadline,
+                               const std::function<rdzv::Bytes()>& make_id);
+// Best effort, never throws: tells the other ranks that `rank` failed, so none of them waits for
+// the deadline. Rank 0 also writes the message in place of the id when it never published one.
+void publish_failure(rdzv::Store* store, int rank, int instance, const std::string& message) noexcept;
+// The failure another rank published, or "" (a non-blocking store check).
+std::string published_failure(rdzv::Store& store, int instance);
+
+std::string hex(rdzv::ByteView bytes);
+
+// ---- the communicator ----
+class Communicator {
+ public:
+  // Selects the device, exchanges the id through options.store and joins the NCCL communicator in
+  // non-blocking mode, polling until it is ready, another rank fails, or options.timeout passes;
+  // on any failure the half-built communicator is aborted.
+  explicit Communicator(const Options& options);
+  // Joins with an id exchanged elsewhere, on `device` (already selected). Used by the above.
+  Communicator(const rdzv::Bytes& id, const Options& options, int device);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  void allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
+                 void* stream);
+  void broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root,
+                 void* stream);
+  void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, void* stream);
+  void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
+                      dtrain_op_t op, void* stream);
+  void barrier();
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  int device() const noexcept { return device_; }
+  bool aborted() const noexcept { return comm_ == nullptr; }
+  ncclComm_t raw() const noexcept { return comm_; }
+
+ private:
+  static constexpr std::size_t kNoCount = ~std::size_t{0};
+  // What an operation is, for messages (formatted only when something fails).
+  struct Op {
+    const char* name;
+    std::size_t count = kNoCount;
+    dtrain_dtype_t dtype = DTRAIN_FLOAT32;
+    const char* detail = nullptr;  // the reduction op
+  };
+
+  void join(const rdzv::Bytes& id, Clock::time_point deadline);
+  void release() noexcept;
+  // Runs enqueue (an NCCL call) on `stream` or the internal one with the device current, then
+  // `after` once NCCL has enqueued; without a user stream waits for completion against the deadline.
+  void run(const Op& op, void* stream, const std::function<ncclResult_t(cudaStream_t)>& enqueue,
+           const std::function<void(cudaStream_t)>& after = {});
+  void check_buffer(const void* ptr, const char* name, std::size_t bytes) const;
+  void check_health(const Op& op);
+  // Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress; with watch_store
+  // also gives up when another rank published a failure.
+  void wait_ready(const Op& op, Clock::time_point deadline, bool watch_store);
+  void wait_stream(const Op& op, cudaStream_t stream, Clock::time_point deadline);
+  [[noreturn]] void abort_and_throw(dtrain_status_t status, const std::string& message);
+  std::string describe(const Op& op) const;
+
+  int rank_ = 0;
+  int size_ = 1;
+  int device_ = -1;
+  int instance_ = 0;
+  rdzv::Store* store_ = nullptr;
+  std::chrono::milliseconds timeout_{300000};
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // internal stream for calls without one
+  void* scratch_ = nullptr;        // one float on the device, for barrier()
+  std::string failure_;            // why the communicator was aborted
+};
+
+}  // namespace dtrain::coll::nccl
