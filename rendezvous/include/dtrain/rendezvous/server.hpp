@@ -1,0 +1,61 @@
+#pragma once
+// The rendezvous store server (libuv). One Server owns one libuv loop that runs on its own thread:
+// start() returns once the socket listens (or throws), stop() (any thread) wakes the loop through a
+// uv_async_t, flushes pending replies, closes every handle and joins the thread. The destructor
+// calls stop().
+//
+// It serves the store operations of store.hpp, scoped by the (run id, generation) each client named
+// in its handshake, and the node coordination of node_session.hpp (join barrier with rank table,
+// heartbeats and lost-node detection, failure reports, job events, exit barrier, status).
+//
+// Security: without a token the server binds loopback addresses only, unless `insecure`; it binds
+// exactly the address asked for (never all interfaces unless asked). A peer that sends garbage,
+// oversize or truncated frames, stalls mid-frame past frame_timeout, or does not finish the
+// handshake within handshake_timeout is dropped with a logged reason; everyone else is served.
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace dtrain::rdzv {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // address to bind, exactly as given
+  int port = 0;                    // 0: a free port, see Server::port()
+  std::string token;               // shared token; empty: loopback only unless insecure
+  bool insecure = false;           // allow a tokenless server on a non-loopback address
+  std::string run_id;              // non-empty: refuse clients that name another run id
+  std::size_t max_keys_per_run = 200000;          // per (run id, generation)
+  std::size_t max_bytes_per_run = 512u << 20;     // keys + values, per (run id, generation)
+  std::chrono::milliseconds frame_timeout{10000};      // a frame must arrive whole within this
+  std::chrono::milliseconds handshake_timeout{10000};  // hello..auth must finish within this
+  int backlog = 4096;
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions opts);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens on the loop thread; returns once listening. Throws ConfigError for a refused
+  // configuration (tokenless non-loopback address) and IoError when the address cannot be bound.
+  void start();
+  // The bound port (valid after start()).
+  int port() const;
+  // "host:port" as bound.
+  std::string endpoint() const;
+  // Idempotent; safe from any thread except the server's own loop thread.
+  void stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// True when every address `host` resolves to is a loopback address (127.0.0.0/8, ::1).
+bool is_loopback_host(const std::string& host);
+
+}  // namespace dtrain::rdzv

@@ -1,0 +1,179 @@
+// TcpStore against a real server over loopback: every operation, blocking, atomicity, scoping, auth.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "dtrain/common/errors.hpp"
+#include "helpers.hpp"
+
+using namespace rt;
+using namespace dtrain::rdzv;
+using dtrain::AuthError;
+using dtrain::ConfigError;
+using dtrain::IoError;
+using dtrain::TimeoutError;
+
+TEST_SUITE("rendezvous::client") {
+  TEST_CASE("every store operation") {
+    TestServer srv;
+    auto s = srv.connect();
+    CHECK(s->local_address() == "127.0.0.1");
+
+    SUBCASE("set and get a 128-byte binary value byte-exact") {
+      Bytes id(128);
+      for (std::size_t i = 0; i < id.size(); ++i) id[i] = std::uint8_t(i * 7 + 3);
+      id[5] = 0;
+      id[6] = 0xff;
+      s->set("nccl/id", id);
+      CHECK(s->get("nccl/id", 1s) == id);
+      auto other = srv.connect();
+      CHECK(other->get("nccl/id", 1s) == id);
+    }
+    SUBCASE("add counts from missing, returns the new value") {
+      CHECK(s->add("ctr", 5) == 5);
+      CHECK(s->add("ctr", -2) == 3);
+      CHECK(to_string(s->get("ctr", 1s)) == "3");
+    }
+    SUBCASE("compare_set") {
+      CHECK(to_string(s->compare_set("cas", as_bytes(""), as_bytes("a"))) == "a");
+      CHECK(to_string(s->compare_set("cas", as_bytes("x"), as_bytes("b"))) == "a");
+      CHECK(to_string(s->compare_set("cas", as_bytes("a"), as_bytes("b"))) == "b");
+    }
+    SUBCASE("check and erase") {
+      std::vector<std::string> keys{"k1", "k2"};
+      CHECK_FALSE(s->check(keys));
+      s->set("k1", as_bytes("1"));
+      CHECK_FALSE(s->check(keys));
+      s->set("k2", as_bytes(""));
+      CHECK(s->check(keys));
+      CHECK(s->erase("k1"));
+      CHECK_FALSE(s->erase("k1"));
+      CHECK_FALSE(s->check(keys));
+    }
+    SUBCASE("get times out naming the key") {
+      CHECK_THROWS_WITH_AS(s->get("never", 200ms), doctest::Contains("never"), TimeoutError);
+      // the connection still works afterwards
+      s->set("after", as_bytes("ok"));
+      CHECK(to_string(s->get("after", 1s)) == "ok");
+    }
+  }
+
+  TEST_CASE("a blocking get wakes when another client sets the key") {
+    TestServer srv;
+    auto waiter = srv.connect();
+    auto setter = srv.connect();
+    std::string got;
+    std::thread t([&] { got = to_string(waiter->get("late", 20s)); });
+    std::this_thread::sleep_for(100ms);
+    setter->set("late", as_bytes("here"));
+    t.join();
+    CHECK(got == "here");
+  }
+
+  TEST_CASE("add is atomic across clients") {
+    TestServer srv;
+    constexpr int kThreads = 6, kEach = 200;
+    std::vector<std::thread> ts;
+    std::vector<std::int64_t> last(kThreads);
+    for (int i = 0; i < kThreads; ++i)
+      ts.emplace_back([&, i] {
+        auto s = srv.connect();
+        for (int k = 0; k < kEach; ++k) last[std::size_t(i)] = s->add("counter", 1);
+      });
+    for (auto& t : ts) t.join();
+    auto s = srv.connect();
+    CHECK(s->add("counter", 0) == kThreads * kEach);
+  }
+
+  TEST_CASE("barrier releases everyone, and times out naming the count") {
+    TestServer srv;
+    constexpr int kN = 5;
+    std::atomic<int> passed{0};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kN; ++i)
+      ts.emplace_back([&] {
+        auto s = srv.connect();
+        s->barrier("b", kN, 20s);
+        ++passed;
+      });
+    for (auto& t : ts) t.join();
+    CHECK(passed == kN);
+    auto s = srv.connect();
+    CHECK_THROWS_WITH_AS(s->barrier("lonely", 3, 200ms), doctest::Contains("1 of 3 arrived"), TimeoutError);
+  }
+
+  TEST_CASE("keys are scoped by run id and generation") {
+    TestServer srv;
+    auto g0 = srv.connect("run1", 0);
+    g0->set("nccl/id", as_bytes("old"));
+    auto g1 = srv.connect("run1", 1);
+    CHECK_THROWS_AS(g1->get("nccl/id", 100ms), TimeoutError);
+    CHECK_FALSE(g1->check(std::vector<std::string>{"nccl/id"}));
+    g1->set("nccl/id", as_bytes("new"));
+    CHECK(to_string(g0->get("nccl/id", 1s)) == "old");
+    auto other = srv.connect("run2", 0);
+    CHECK_THROWS_AS(other->get("nccl/id", 100ms), TimeoutError);
+  }
+
+  TEST_CASE("client-side limits") {
+    TestServer srv;
+    auto s = srv.connect();
+    CHECK_THROWS_WITH_AS(s->set(std::string(wire::kMaxKey + 1, 'k'), as_bytes("v")), doctest::Contains("limit"),
+                         ConfigError);
+    CHECK_THROWS_WITH_AS(s->set("k", Bytes(wire::kMaxValue + 1)), doctest::Contains("limit"), ConfigError);
+    s->set("k", Bytes(wire::kMaxValue, 7));  // exactly the limit passes
+    CHECK(s->get("k", 1s).size() == wire::kMaxValue);
+  }
+
+  TEST_CASE("authentication") {
+    ServerOptions o;
+    o.token = "s3cret-token";
+    o.run_id = "job42";
+    TestServer srv(o);
+    SUBCASE("the right token and run id") {
+      auto s = srv.connect("job42", 0, "s3cret-token");
+      s->set("a", as_bytes("b"));
+      CHECK(to_string(s->get("a", 1s)) == "b");
+    }
+    SUBCASE("a wrong token is refused with a reason") {
+      CHECK_THROWS_WITH_AS(srv.connect("job42", 0, "wrong"), doctest::Contains("token mismatch"), AuthError);
+    }
+    SUBCASE("no token against a tokened server") {
+      CHECK_THROWS_WITH_AS(srv.connect("job42", 0, ""), doctest::Contains("requires the shared token"), AuthError);
+    }
+    SUBCASE("a wrong run id") {
+      CHECK_THROWS_WITH_AS(srv.connect("job43", 0, "s3cret-token"), doctest::Contains("wrong run id"), AuthError);
+    }
+    SUBCASE("a server that cannot prove the token is not trusted") {
+      TestServer plain;  // no token
+      CHECK_THROWS_WITH_AS(plain.connect("job42", 0, "s3cret-token"), doctest::Contains("does not use a token"),
+                           AuthError);
+    }
+  }
+
+  TEST_CASE("connecting to nothing fails with a clear message within the timeout") {
+    int port;
+    {
+      TestServer srv;
+      port = srv.port();
+    }
+    ClientOptions c;
+    c.host = "127.0.0.1";
+    c.port = port;
+    c.connect_timeout = 300ms;
+    CHECK_THROWS_WITH_AS(connect_store(c), doctest::Contains("cannot reach the rendezvous"), IoError);
+  }
+
+  TEST_CASE("a client sees the server going away as IoError") {
+    auto srv = std::make_unique<TestServer>();
+    auto s = srv->connect();
+    std::thread t([&] {
+      std::this_thread::sleep_for(100ms);
+      srv->server->stop();
+    });
+    CHECK_THROWS_AS(s->get("x", 20s), IoError);
+    t.join();
+  }
+}
