@@ -1,0 +1,224 @@
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dtrain/config/errors.hpp"
+#include "dtrain/config/plan.hpp"
+
+using namespace dtrain::config;
+using nlohmann::json;
+
+namespace {
+
+Environment env_of(std::map<std::string, std::string> vars = {}) {
+  Environment e;
+  e.vars = std::move(vars);
+  e.vars.emplace("DTRAIN_TEST_GPUS", "0");
+  e.sagemaker_resource_file = "/nonexistent/resourceconfig.json";
+  e.hostname = "testhost";
+  e.cpu_slots = 3;
+  return e;
+}
+
+Plan plan_of(const std::string& text, const Overrides& o = {}, const Environment& env = env_of()) {
+  return make_plan(load_spec_text(text, o), o, env);
+}
+
+std::string failure(const std::string& text, const Overrides& o = {}, const Environment& env = env_of()) {
+  try {
+    (void)plan_of(text, o, env);
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_SUITE("config::plan") {
+  TEST_CASE("the seed's examples: 5000 samples at global 500 are 10 iterations; 2 x 4 GPUs are 8") {
+    Plan p = plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 4},
+                         "batch": {"global": 500, "dataset_size": 5000, "epochs": 3}})");
+    REQUIRE(p.batch);
+    CHECK(p.world_size == 4);
+    CHECK(p.batch->global == 500);
+    CHECK(p.batch->per_replica == 125);
+    CHECK(p.batch->iterations_per_epoch == 10);
+    CHECK(p.batch->total_iterations == 30);
+
+    Plan q = plan_of(R"({"command": ["a"], "cluster": {"instances": 2, "gpus_per_instance": 4},
+                         "rendezvous": {"endpoint": "10.0.0.1:29400"}})");
+    CHECK(q.world_size == 8);
+    CHECK(q.use_gpus);
+    REQUIRE(q.ranks.size() == 8);
+    for (int r = 0; r < 8; ++r) {
+      CHECK(q.ranks[static_cast<std::size_t>(r)].rank == r);
+      CHECK(q.ranks[static_cast<std::size_t>(r)].node_rank == r / 4);
+      CHECK(q.ranks[static_cast<std::size_t>(r)].local_rank == r % 4);
+    }
+  }
+
+  TEST_CASE("batch math from per_replica, micro-batches, ceil of the last iteration") {
+    Plan p = plan_of(R"({"command": ["a"], "cluster": {"instances": 2, "gpus_per_instance": 8},
+                         "rendezvous": {"endpoint": "h:1"},
+                         "batch": {"per_replica": 32, "micro_batches": 4, "dataset_size": 5001, "epochs": 10}})");
+    CHECK(p.batch->global == 512);
+    CHECK(p.batch->micro_batch_size == 8);
+    CHECK(p.batch->iterations_per_epoch == 10);  // ceil(5001 / 512)
+    CHECK(p.batch->total_iterations == 100);
+    Plan q = plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 2}, "batch": {"per_replica": 1}})");
+    CHECK(q.batch->global == 2);
+    CHECK_FALSE(q.batch->iterations_per_epoch.has_value());
+    CHECK_FALSE(plan_of(R"({"command": ["a"]})").batch.has_value());
+  }
+
+  TEST_CASE("impossible batch combinations name the path, the value and the world size") {
+    CHECK(failure(R"({"command": ["a"], "cluster": {"instances": 2, "gpus_per_instance": 8}, "rendezvous": {"endpoint": "h:1"},
+                      "batch": {"global": 500}})")
+              .find("/batch/global: 500 does not divide by world size 16") != std::string::npos);
+    CHECK(failure(R"({"command": ["a"], "cluster": {"procs_per_instance": 4}, "batch": {"global": 8, "per_replica": 4}})")
+              .find("/batch/global: 8 is not world size 4 x per_replica 4 = 16") != std::string::npos);
+    CHECK(failure(R"({"command": ["a"], "cluster": {"procs_per_instance": 4}, "batch": {"global": 24, "micro_batches": 4}})")
+              .find("/batch/global: 24 gives per_replica 6 at world size 4, which does not divide by micro_batches 4") !=
+          std::string::npos);
+    CHECK(failure(R"({"command": ["a"], "cluster": {"instances": 3}})")
+              .find("/rendezvous/endpoint: unset, but the job has 3 nodes") != std::string::npos);
+  }
+
+  TEST_CASE("workers per node: spec, flags, SageMaker GPUs, visible GPUs, CPU cores") {
+    CHECK(plan_of(R"({"command": ["a"]})").procs_per_instance == 3);
+    CHECK(plan_of(R"({"command": ["a"]})").slots_source == "cpu cores");
+    CHECK_FALSE(plan_of(R"({"command": ["a"]})").use_gpus);
+    auto gpus = env_of();
+    gpus.vars["DTRAIN_TEST_GPUS"] = "4";
+    Plan g = plan_of(R"({"command": ["a"]})", {}, gpus);
+    CHECK(g.procs_per_instance == 4);
+    CHECK(g.use_gpus);
+    CHECK(g.slots_source == "gpus");
+    CHECK_FALSE(plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 2}})", {}, gpus).use_gpus);
+    Overrides o;
+    o.nproc_per_node = 2;
+    Plan f = plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 5}})", o);
+    CHECK(f.procs_per_instance == 2);
+    CHECK(f.slots_source == "flags");
+    auto sm = env_of({{"SM_HOSTS", R"(["algo-1"])"}, {"SM_CURRENT_HOST", "algo-1"}, {"SM_NUM_GPUS", "8"}});
+    Plan s = plan_of(R"({"command": ["a"]})", {}, sm);
+    CHECK(s.procs_per_instance == 8);
+    CHECK(s.slots_source == "sagemaker");
+    CHECK(failure(R"({"command": ["a"], "cluster": {"gpus_per_instance": 8, "bind_gpus": true}})", {}, gpus)
+              .find("/cluster/bind_gpus: true needs one GPU per worker") != std::string::npos);
+  }
+
+  TEST_CASE("visible GPUs: /dev/nvidia[0-9]* honouring CUDA_VISIBLE_DEVICES") {
+    auto dir = std::filesystem::temp_directory_path() / ("dtrain-dev-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    for (const char* n : {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-caps"}) std::ofstream(dir / n);
+    Environment e;
+    e.dev_dir = dir.string();
+    CHECK(count_visible_gpus(e) == 3);
+    e.vars["CUDA_VISIBLE_DEVICES"] = "1";
+    CHECK(count_visible_gpus(e) == 1);
+    e.vars["CUDA_VISIBLE_DEVICES"] = "";
+    CHECK(count_visible_gpus(e) == 0);
+    e.vars["CUDA_VISIBLE_DEVICES"] = "0,7,1";  // CUDA stops at the first invalid entry
+    CHECK(count_visible_gpus(e) == 1);
+    e.vars["CUDA_VISIBLE_DEVICES"] = "GPU-8a1b,GPU-77c2";
+    CHECK(count_visible_gpus(e) == 2);
+    e.vars["DTRAIN_TEST_GPUS"] = "6";
+    CHECK(count_visible_gpus(e) == 6);
+    e.vars["DTRAIN_TEST_GPUS"] = "many";
+    CHECK_THROWS_AS(count_visible_gpus(e), dtrain::ConfigError);
+    std::filesystem::remove_all(dir);
+    Environment none;
+    none.dev_dir = "/nonexistent";
+    CHECK(count_visible_gpus(none) == 0);
+  }
+
+  TEST_CASE("run id: spec > SLURM_JOB_ID > generated; several nodes derive the same one") {
+    CHECK(plan_of(R"({"command": ["a"], "rendezvous": {"run_id": "mine"}})").run_id == "mine");
+    auto slurm = env_of({{"SLURM_JOB_NODELIST", "n1"}, {"SLURM_NODEID", "0"}, {"SLURM_JOB_ID", "77"}});
+    Plan s = plan_of(R"({"command": ["a"]})", {}, slurm);
+    CHECK(s.run_id == "slurm-77");
+    CHECK(s.run_id_source == "slurm");
+    Plan g1 = plan_of(R"({"name": "job", "command": ["a"]})");
+    Plan g2 = plan_of(R"({"name": "job", "command": ["a"]})");
+    CHECK(std::regex_match(g1.run_id, std::regex("job-[0-9a-f]{12}")));
+    CHECK(g1.run_id != g2.run_id);
+    CHECK(g1.run_id_source == "generated");
+    const char* multi = R"({"name": "job", "command": ["a"], "cluster": {"instances": 2}, "rendezvous": {"endpoint": "h:9"}})";
+    Overrides n0, n1;
+    n0.node_rank = 0;
+    n1.node_rank = 1;
+    CHECK(plan_of(multi, n0).run_id == plan_of(multi, n1).run_id);
+    CHECK(plan_of(multi, n0).run_id_source == "derived");
+  }
+
+  TEST_CASE("rendezvous endpoint: spec or flags, else node 0 from the environment") {
+    auto slurm = env_of({{"SLURM_JOB_NODELIST", "gpu[1-2]"}, {"SLURM_NODEID", "1"}});
+    Plan s = plan_of(R"({"command": ["a"]})", {}, slurm);
+    CHECK(s.rdzv_endpoint == "gpu1:29400");
+    CHECK(s.rdzv_source == "slurm");
+    auto torch = env_of({{"MASTER_ADDR", "fd00::1"}, {"MASTER_PORT", "23456"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
+    CHECK(plan_of(R"({"command": ["a"]})", {}, torch).rdzv_endpoint == "[fd00::1]:23456");
+    Overrides o;
+    o.rdzv = "10.9.9.9:1000";
+    Plan f = plan_of(R"({"command": ["a"]})", o, slurm);
+    CHECK(f.rdzv_endpoint == "10.9.9.9:1000");
+    CHECK(f.rdzv_source == "flags");
+    CHECK(plan_of(R"({"command": ["a"]})").rdzv_endpoint.empty());
+    CHECK(plan_of(R"({"command": ["a"]})").rdzv_source == "standalone");
+  }
+
+  TEST_CASE("plan_to_json carries the contract keys") {
+    Plan p = plan_of(R"({"name": "n", "command": ["a", "b"], "cluster": {"instances": 2, "gpus_per_instance": 4},
+                         "rendezvous": {"endpoint": "10.0.0.1:29400"},
+                         "batch": {"global": 512, "micro_batches": 2, "dataset_size": 5000}})",
+                     [] {
+                       Overrides o;
+                       o.node_rank = 1;
+                       return o;
+                     }());
+    json j = json::parse(plan_to_json(p));
+    CHECK(j["world_size"] == 8);
+    CHECK(j["instances"] == 2);
+    CHECK(j["procs_per_instance"] == 4);
+    CHECK(j["node_rank"] == 1);
+    CHECK(j["master_addr"] == "10.0.0.1");
+    CHECK(j["identity_source"] == "spec+flags");
+    CHECK(j["batch"]["global"] == 512);
+    CHECK(j["batch"]["per_replica"] == 64);
+    CHECK(j["batch"]["micro_batches"] == 2);
+    CHECK(j["batch"]["micro_batch_size"] == 32);
+    CHECK(j["batch"]["iterations_per_epoch"] == 10);
+    CHECK(j["batch"]["total_iterations"] == 10);
+    CHECK(j["ranks"].size() == 8);
+    CHECK(j["ranks"][5] == json{{"rank", 5}, {"node_rank", 1}, {"local_rank", 1}});
+    CHECK(j["command"] == json{"a", "b"});
+    CHECK(j["rendezvous"]["endpoint"] == "10.0.0.1:29400");
+    CHECK(j["rendezvous"]["heartbeat_timeout_s"] == 15.0);
+    CHECK(j["run_id"].get<std::string>().rfind("n-", 0) == 0);
+  }
+
+  TEST_CASE("plan_to_text: summary and a rank table that stays short for big jobs") {
+    Plan p = plan_of(R"({"name": "small", "command": ["python3", "train.py", "--lr", "0.1"], "cluster": {"procs_per_instance": 2},
+                         "batch": {"per_replica": 10, "dataset_size": 100}})");
+    std::string t = plan_to_text(p);
+    CHECK(t.find("small") != std::string::npos);
+    CHECK(t.find("python3 train.py --lr 0.1") != std::string::npos);
+    CHECK(t.find("world size 2") != std::string::npos);
+    CHECK(t.find("global 20 = 2 replicas x per-replica 10") != std::string::npos);
+    CHECK(t.find("5 iterations per epoch") != std::string::npos);
+    CHECK(t.find("     1     0      1  *") != std::string::npos);
+    Plan big = plan_of(R"({"command": ["a"], "cluster": {"instances": 64, "gpus_per_instance": 8}, "rendezvous": {"endpoint": "h:1"}})");
+    std::string bt = plan_to_text(big);
+    CHECK(bt.find("(488 more ranks") != std::string::npos);
+    CHECK(bt.find("   511    63      7") != std::string::npos);
+    CHECK(std::count(bt.begin(), bt.end(), '\n') < 60);
+  }
+}

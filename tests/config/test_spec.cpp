@@ -1,0 +1,161 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "dtrain/config/errors.hpp"
+#include "dtrain/config/spec.hpp"
+
+using namespace dtrain::config;
+
+namespace {
+
+std::vector<SpecProblem> problems_of(const std::string& text, const Overrides& o = {}) {
+  try {
+    (void)load_spec_text(text, o, "job.json");
+  } catch (const SpecError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+bool has_problem(const std::vector<SpecProblem>& ps, const std::string& path, const std::string& fragment) {
+  for (const auto& p : ps)
+    if (p.path == path && p.message.find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+std::string dump(const std::vector<SpecProblem>& ps) {
+  std::string s;
+  for (const auto& p : ps) s += p.path + ": " + p.message + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_SUITE("config::spec") {
+  TEST_CASE("the DESIGN example parses into every typed field") {
+    JobSpec s = load_spec_text(R"({
+      "version": 1, "name": "bert-dp", "command": ["python3", "train.py", "--lr", "0.1"], "workdir": ".",
+      "cluster": { "instances": 2, "gpus_per_instance": 8 },
+      "batch": { "per_replica": 32, "micro_batches": 4, "dataset_size": 5000, "epochs": 10 },
+      "rendezvous": { "endpoint": "10.0.0.1:29400", "join_timeout_s": 600, "heartbeat_s": 5 },
+      "restart": { "max_restarts": 3 }, "env": { "OMP_NUM_THREADS": "4" },
+      "output": { "tag": true, "log_dir": "logs", "timestamps": false } })",
+                               {});
+    CHECK(s.name == "bert-dp");
+    CHECK(s.command.size() == 4);
+    CHECK(s.cluster.instances == 2);
+    CHECK(s.cluster.gpus_per_instance == 8);
+    CHECK_FALSE(s.cluster.gpus_auto);
+    CHECK(s.has_batch);
+    CHECK(s.batch.per_replica == 32);
+    CHECK(s.batch.micro_batches == 4);
+    CHECK(s.batch.dataset_size == 5000);
+    CHECK(s.batch.epochs == 10);
+    CHECK(s.rendezvous.endpoint == "10.0.0.1:29400");
+    CHECK(s.restart.max_restarts == 3);
+    CHECK(s.env.at("OMP_NUM_THREADS") == "4");
+    CHECK(s.output.log_dir == "logs");
+  }
+
+  TEST_CASE("only command is required; defaults apply") {
+    JobSpec s = load_spec_text(R"({"command": ["/usr/bin/python3", "x.py"]})", {});
+    CHECK(s.name == "python3");
+    CHECK(s.version == 1);
+    CHECK(s.workdir == ".");
+    CHECK_FALSE(s.cluster.instances.has_value());
+    CHECK(s.cluster.gpus_auto);
+    CHECK_FALSE(s.has_batch);
+    CHECK(s.rendezvous.join_timeout_s == 600);
+    CHECK(s.rendezvous.heartbeat_s == 5);
+    CHECK(s.grace_s == 10);
+    CHECK(s.output.tag);
+    CHECK(s.output.tag_format == "[{node}/{rank}] ");
+    CHECK(has_problem(problems_of("{}"), "/command", "missing"));
+  }
+
+  TEST_CASE("all problems of a spec are reported at once") {
+    auto ps = problems_of(R"({"command": [], "cluster": {"instances": 0}, "batch": {"globl": 5}, "grace_s": "x"})");
+    INFO(dump(ps));
+    CHECK(ps.size() >= 4);
+    CHECK(has_problem(ps, "/command", "empty"));
+    CHECK(has_problem(ps, "/cluster/instances", "0 is out of range"));
+    CHECK(has_problem(ps, "/batch/globl", "did you mean \"global\""));
+    CHECK(has_problem(ps, "/grace_s", "is a string; expected a number"));
+  }
+
+  TEST_CASE("duplicate keys are seen at every depth, with their JSON path") {
+    auto ps = problems_of(R"({"command": ["a"], "cluster": {"instances": 1, "instances": 2},
+                             "env": {"A": "1", "B": "2", "A": "3"}})");
+    INFO(dump(ps));
+    CHECK(has_problem(ps, "/cluster/instances", "duplicate key"));
+    CHECK(has_problem(ps, "/env/A", "duplicate key"));
+    CHECK(ps.size() == 2);
+    // Inside arrays, the path counts elements.
+    ps = problems_of(R"({"command": ["a"], "x": [1, {"k": 1, "k": 2}]})");
+    INFO(dump(ps));
+    CHECK(has_problem(ps, "/x/1/k", "duplicate key"));
+  }
+
+  TEST_CASE("--set edits the document before validation") {
+    Overrides o;
+    o.sets = {"/batch/per_replica=16", "/cluster/gpus_per_instance=auto", "/name=\"123\"", "/env/FOO=bar baz"};
+    JobSpec s = load_spec_text(R"({"command": ["a"], "cluster": {"gpus_per_instance": 2}})", o);
+    CHECK(s.has_batch);
+    CHECK(s.batch.per_replica == 16);
+    CHECK(s.cluster.gpus_auto);
+    CHECK_FALSE(s.cluster.gpus_per_instance.has_value());
+    CHECK(s.name == "123");
+    CHECK(s.env.at("FOO") == "bar baz");
+    Overrides bad;
+    bad.sets = {"batch.global=3", "/cluster/instances=0", "/command/x=1"};
+    auto ps = problems_of(R"({"command": ["a"]})", bad);
+    INFO(dump(ps));
+    CHECK(has_problem(ps, "--set", "is not /json/pointer=value"));
+    CHECK(has_problem(ps, "/cluster/instances", "(from --set /cluster/instances)"));
+    CHECK(has_problem(ps, "--set", "cannot set /command/x"));
+  }
+
+  TEST_CASE("flag overrides are validated and win over the spec") {
+    Overrides o;
+    o.rdzv = "node0:1234";
+    o.token_file = "/etc/tok";
+    JobSpec s = load_spec_text(R"({"command": ["a"], "rendezvous": {"endpoint": "h:1", "token_file": "t"}})", o);
+    CHECK(s.rendezvous.endpoint == "node0:1234");
+    CHECK(s.rendezvous.token_file == "/etc/tok");
+    Overrides bad;
+    bad.rdzv = "nohost";
+    bad.nodes = 2;
+    bad.node_rank = 2;
+    bad.nproc_per_node = 0;
+    auto ps = problems_of(R"({"command": ["a"]})", bad);
+    INFO(dump(ps));
+    CHECK(has_problem(ps, "--rdzv", "not HOST:PORT"));
+    CHECK(has_problem(ps, "--node-rank", "not below --nodes 2"));
+    CHECK(has_problem(ps, "--nproc-per-node", "out of range"));
+  }
+
+  TEST_CASE("the what() text lists one problem per line under the source") {
+    try {
+      (void)load_spec_text(R"({"command": 1, "grace_s": -1})", {}, "my.json");
+      FAIL("expected a SpecError");
+    } catch (const SpecError& e) {
+      std::string w = e.what();
+      CHECK(w.rfind("my.json: 2 problems:", 0) == 0);
+      CHECK(w.find("\n  /command: 1 is an integer") != std::string::npos);
+      CHECK(w.find("\n  /grace_s: -1 is out of range") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("the embedded default job is valid and takes overrides") {
+    JobSpec s = default_spec({});
+    CHECK(s.name == "demo");
+    CHECK(s.command.front() == "sh");
+    CHECK(s.cluster.procs_per_instance == 2);
+    CHECK(s.has_batch);
+    Overrides o;
+    o.sets = {"/cluster/procs_per_instance=3"};
+    CHECK(default_spec(o).cluster.procs_per_instance == 3);
+  }
+}
