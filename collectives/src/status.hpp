@@ -9,5 +9,7 @@ namespace dtrain::coll {
 // Records msg as this thread's dtrain_last_error() and returns status.
 dtrain_status_t fail(dtrain_status_t status, std::string msg);
 void set_last_error(std::string msg);
+// This thread's last error text (empty when none).
+const char* last_error_cstr();
 
 }  // namespace dtrain::coll

@@ -1,0 +1,144 @@
+// Header-only C++ wrapper over the C ABI of libdtrain_collectives: an RAII communicator, std::span
+// overloads with the dtype deduced from the element type, and exceptions (dtrain::coll_error with
+// the status and dtrain_last_error() text) instead of status codes.
+//
+//   dtrain::Communicator comm;                      // from the environment `dtrain launch` sets
+//   std::vector<float> grad(n);
+//   comm.allreduce(std::span<float>(grad));         // in place, sum
+//   comm.allreduce(std::span<const float>(a), std::span<float>(b), DTRAIN_AVG);
+#ifndef DTRAIN_COLLECTIVES_HPP
+#define DTRAIN_COLLECTIVES_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "dtrain/collectives.h"
+
+namespace dtrain {
+
+class coll_error : public std::runtime_error {
+ public:
+  coll_error(dtrain_status_t status, const std::string& what) : std::runtime_error(what), status_(status) {}
+  dtrain_status_t status() const noexcept { return status_; }
+
+ private:
+  dtrain_status_t status_;
+};
+
+inline void check(dtrain_status_t st) {
+  if (st != DTRAIN_SUCCESS)
+    throw coll_error(st, std::string(dtrain_status_string(st)) + ": " + dtrain_last_error());
+}
+
+// Element type -> dtype. float16/bfloat16 storage: use dtrain::half16 / dtrain::bfloat16 tags
+// (two-byte structs) or the raw-pointer overloads with an explicit dtype.
+struct half16 {
+  std::uint16_t bits;
+};
+struct bfloat16 {
+  std::uint16_t bits;
+};
+template <class T>
+constexpr dtrain_dtype_t dtype_of() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, std::int8_t>) return DTRAIN_INT8;
+  else if constexpr (std::is_same_v<U, std::uint8_t>) return DTRAIN_UINT8;
+  else if constexpr (std::is_same_v<U, std::int32_t>) return DTRAIN_INT32;
+  else if constexpr (std::is_same_v<U, std::int64_t>) return DTRAIN_INT64;
+  else if constexpr (std::is_same_v<U, half16>) return DTRAIN_FLOAT16;
+  else if constexpr (std::is_same_v<U, bfloat16>) return DTRAIN_BFLOAT16;
+  else if constexpr (std::is_same_v<U, float>) return DTRAIN_FLOAT32;
+  else if constexpr (std::is_same_v<U, double>) return DTRAIN_FLOAT64;
+  else static_assert(sizeof(T) == 0, "dtrain: unsupported element type");
+}
+
+class Communicator {
+ public:
+  // From the environment (RANK, WORLD_SIZE, DTRAIN_STORE_ADDR, ... as `dtrain launch` sets them).
+  Communicator() { check(dtrain_comm_init_from_env(&comm_)); }
+  explicit Communicator(const dtrain_init_options_t& options) { check(dtrain_comm_init(&options, &comm_)); }
+  ~Communicator() {
+    if (comm_ != nullptr) dtrain_comm_destroy(comm_);
+  }
+  Communicator(Communicator&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
+  Communicator& operator=(Communicator&& o) noexcept {
+    if (this != &o) {
+      if (comm_ != nullptr) dtrain_comm_destroy(comm_);
+      comm_ = std::exchange(o.comm_, nullptr);
+    }
+    return *this;
+  }
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  dtrain_comm_t get() const noexcept { return comm_; }
+  int rank() const {
+    int r = 0;
+    check(dtrain_comm_rank(comm_, &r));
+    return r;
+  }
+  int size() const {
+    int s = 0;
+    check(dtrain_comm_size(comm_, &s));
+    return s;
+  }
+
+  // Raw forms (host buffers, or device buffers with a cudaStream_t as stream).
+  void allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op = DTRAIN_SUM,
+                 void* stream = nullptr) {
+    check(dtrain_allreduce(comm_, send, recv, count, dtype, op, stream));
+  }
+  void broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root,
+                 void* stream = nullptr) {
+    check(dtrain_broadcast(comm_, send, recv, count, dtype, root, stream));
+  }
+  void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, void* stream = nullptr) {
+    check(dtrain_allgather(comm_, send, recv, sendcount, dtype, stream));
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
+                      dtrain_op_t op = DTRAIN_SUM, void* stream = nullptr) {
+    check(dtrain_reduce_scatter(comm_, send, recv, recvcount, dtype, op, stream));
+  }
+  void barrier() { check(dtrain_barrier(comm_)); }
+
+  // Span forms: the dtype comes from T.
+  template <class T>
+  void allreduce(std::span<T> inout, dtrain_op_t op = DTRAIN_SUM) {
+    allreduce(inout.data(), inout.data(), inout.size(), dtype_of<T>(), op);
+  }
+  template <class T>
+  void allreduce(std::span<const T> send, std::span<T> recv, dtrain_op_t op = DTRAIN_SUM) {
+    if (send.size() != recv.size()) throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "allreduce: span sizes differ");
+    allreduce(send.data(), recv.data(), recv.size(), dtype_of<T>(), op);
+  }
+  template <class T>
+  void broadcast(std::span<T> inout, int root) {
+    broadcast(inout.data(), inout.data(), inout.size(), dtype_of<T>(), root);
+  }
+  // recv.size() must be size() * send.size().
+  template <class T>
+  void allgather(std::span<const T> send, std::span<T> recv) {
+    if (recv.size() != send.size() * static_cast<std::size_t>(size()))
+      throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "allgather: recv must hold size() * send.size() elements");
+    allgather(send.data(), recv.data(), send.size(), dtype_of<T>());
+  }
+  // send.size() must be size() * recv.size().
+  template <class T>
+  void reduce_scatter(std::span<const T> send, std::span<T> recv, dtrain_op_t op = DTRAIN_SUM) {
+    if (send.size() != recv.size() * static_cast<std::size_t>(size()))
+      throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "reduce_scatter: send must hold size() * recv.size() elements");
+    reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of<T>(), op);
+  }
+
+ private:
+  dtrain_comm_t comm_ = nullptr;
+};
+
+}  // namespace dtrain
+
+#endif  // DTRAIN_COLLECTIVES_HPP

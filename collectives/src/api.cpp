@@ -1,0 +1,308 @@
+// The exported C ABI. Every function body runs inside guard(), which turns any exception into a
+// status code plus the thread-local last error, so nothing C++ crosses the boundary. Host buffers
+// go to the CPU communicator; device buffers (nccl::is_device_pointer) to a lazily created NCCL
+// communicator.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "comm.hpp"
+#include "dtrain/collectives.h"
+#include "dtrain/common/errors.hpp"
+#include "dtrain/rendezvous/client.hpp"
+#include "status.hpp"
+#include "transport/nccl/nccl_backend.hpp"
+
+struct dtrain_comm {
+  std::unique_ptr<dtrain::coll::Communicator> cpu;
+  std::unique_ptr<dtrain::coll::nccl::Comm> nccl;
+  bool nccl_failed = false;
+};
+
+namespace dtrain::coll {
+namespace {
+
+template <class F>
+dtrain_status_t guard(F&& body) noexcept {
+  try {
+    set_last_error("");
+    return body();
+  } catch (const CollError& e) {
+    return fail(e.status(), e.what());
+  } catch (const AuthError& e) {
+    return fail(DTRAIN_ERR_AUTH, e.what());
+  } catch (const TimeoutError& e) {
+    return fail(DTRAIN_ERR_TIMEOUT, e.what());
+  } catch (const ConfigError& e) {
+    return fail(DTRAIN_ERR_CONFIG, e.what());
+  } catch (const IoError& e) {
+    return fail(DTRAIN_ERR_PEER, e.what());
+  } catch (const InternalError& e) {
+    return fail(DTRAIN_ERR_INTERNAL, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(DTRAIN_ERR_SYSTEM, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(DTRAIN_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(DTRAIN_ERR_INTERNAL, "unknown exception");
+  }
+}
+
+Communicator& cpu_of(dtrain_comm_t comm) {
+  if (comm == nullptr || !comm->cpu) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "the communicator is NULL");
+  return *comm->cpu;
+}
+
+bool on_device(const void* a, const void* b) { return nccl::is_device_pointer(a) || nccl::is_device_pointer(b); }
+
+// The NCCL communicator for device buffers, created on first use from the same store.
+nccl::Comm& nccl_of(dtrain_comm_t comm) {
+  Communicator& c = cpu_of(comm);
+  if (comm->nccl_failed)
+    throw CollError(DTRAIN_ERR_ABORTED, "the NCCL communicator failed earlier; destroy the communicator");
+  if (!comm->nccl) {
+    nccl::Options o;
+    o.rank = c.rank();
+    o.size = c.size();
+    o.local_rank = c.local_rank();
+    o.device = -1;
+    o.store = c.store();
+    o.timeout = c.timeout();
+    try {
+      comm->nccl = nccl::create(o);
+    } catch (const ConfigError& e) {
+      if (!nccl::built_with_nccl()) throw CollError(DTRAIN_ERR_UNSUPPORTED, e.what());
+      throw;
+    }
+  }
+  return *comm->nccl;
+}
+
+dtrain_status_t nccl_status(dtrain_comm_t comm, dtrain_status_t st) {
+  if (st != DTRAIN_SUCCESS && st != DTRAIN_ERR_INVALID_ARGUMENT) comm->nccl_failed = true;
+  return st;
+}
+
+std::string env_or(const char* name, const char* fallback_name = nullptr) {
+  if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
+  if (fallback_name != nullptr)
+    if (const char* v = std::getenv(fallback_name); v != nullptr && *v != '\0') return v;
+  return {};
+}
+
+int env_int(const char* name, bool required, int dflt, const char* fallback_name = nullptr) {
+  std::string v = env_or(name, fallback_name);
+  if (v.empty()) {
+    if (required)
+      throw dtrain::ConfigError(fmt::format("{} is not set: run the worker under `dtrain launch` (which sets RANK, "
+                                    "WORLD_SIZE, DTRAIN_STORE_ADDR, ...) or use dtrain_comm_init()",
+                                    name));
+    return dflt;
+  }
+  char* end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (*end != '\0' || x < -1 || x > 1 << 30) throw dtrain::ConfigError(fmt::format("{}={}: expected an integer", name, v));
+  return static_cast<int>(x);
+}
+
+dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out) {
+  if (out == nullptr) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "comm (the output pointer) is NULL");
+  *out = nullptr;
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("rank {} / size {} is invalid", o.rank, o.size));
+  if (o.store_host == nullptr || *o.store_host == '\0' || o.store_port <= 0 || o.store_port > 65535)
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                    fmt::format("the rendezvous store address is missing or bad (host '{}', port {})",
+                                o.store_host ? o.store_host : "", o.store_port));
+  CommConfig cfg;
+  cfg.rank = o.rank;
+  cfg.size = o.size;
+  cfg.local_rank = o.local_size < 0 ? -1 : (o.local_rank < 0 ? o.rank : o.local_rank);
+  cfg.local_size = o.local_size;
+  cfg.run_id = o.run_id != nullptr && *o.run_id ? o.run_id : "default";
+  cfg.generation = o.generation;
+  cfg.transport = o.transport != nullptr && *o.transport ? o.transport : "";
+  apply_params(cfg, o.timeout_s);
+  rdzv::ClientOptions co;
+  co.host = o.store_host;
+  co.port = o.store_port;
+  co.token = o.token != nullptr ? o.token : "";
+  co.run_id = cfg.run_id;
+  co.generation = cfg.generation;
+  co.connect_timeout = cfg.timeout;
+  co.client_name = fmt::format("rank {}", cfg.rank);
+  std::shared_ptr<rdzv::Store> store = rdzv::connect_store(co);
+  auto c = std::make_unique<dtrain_comm>();
+  c->cpu = std::make_unique<Communicator>(cfg, std::move(store));
+  *out = c.release();
+  return DTRAIN_SUCCESS;
+}
+
+}  // namespace
+}  // namespace dtrain::coll
+
+using namespace dtrain::coll;
+
+extern "C" {
+
+const char* dtrain_version(void) { return DTRAIN_VERSION; }
+
+void dtrain_init_options_default(dtrain_init_options_t* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof *o);
+  o->rank = 0;
+  o->size = 1;
+  o->local_rank = -1;
+  o->local_size = -1;
+  o->store_host = "127.0.0.1";
+  o->store_port = 0;
+  o->token = nullptr;
+  o->run_id = nullptr;
+  o->generation = 0;
+  o->timeout_s = 0;
+  o->transport = nullptr;
+}
+
+dtrain_status_t dtrain_comm_init(const dtrain_init_options_t* options, dtrain_comm_t* comm) {
+  return guard([&] {
+    if (options == nullptr) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "options is NULL");
+    return init_common(*options, comm);
+  });
+}
+
+dtrain_status_t dtrain_comm_init_from_env(dtrain_comm_t* comm) {
+  return guard([&] {
+    dtrain_init_options_t o;
+    dtrain_init_options_default(&o);
+    o.rank = env_int("RANK", true, 0);
+    o.size = env_int("WORLD_SIZE", true, 1);
+    o.local_rank = env_int("LOCAL_RANK", false, -1);
+    o.local_size = env_int("LOCAL_WORLD_SIZE", false, -1);
+    if (o.local_size < 0) o.local_rank = -1;
+    std::string addr = env_or("DTRAIN_STORE_ADDR");
+    if (addr.empty())
+      throw dtrain::ConfigError("DTRAIN_STORE_ADDR is not set: run the worker under `dtrain launch`, or set it to the "
+                        "HOST:PORT of a dtrain rendezvous store, or use dtrain_comm_init()");
+    auto colon = addr.rfind(':');
+    std::string host = colon == std::string::npos ? "" : addr.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    char* end = nullptr;
+    long port = colon == std::string::npos ? 0 : std::strtol(addr.c_str() + colon + 1, &end, 10);
+    if (host.empty() || port <= 0 || port > 65535 || (end != nullptr && *end != '\0'))
+      throw dtrain::ConfigError(fmt::format("DTRAIN_STORE_ADDR={}: expected HOST:PORT", addr));
+    std::string token = env_or("DTRAIN_STORE_TOKEN");
+    std::string run = env_or("DTRAIN_RUN_ID", "TORCHELASTIC_RUN_ID");
+    o.store_host = host.c_str();
+    o.store_port = static_cast<int>(port);
+    o.token = token.c_str();
+    o.run_id = run.empty() ? nullptr : run.c_str();
+    o.generation = env_int("DTRAIN_GENERATION", false, 0, "TORCHELASTIC_RESTART_COUNT");
+    return init_common(o, comm);
+  });
+}
+
+dtrain_status_t dtrain_comm_rank(dtrain_comm_t comm, int* rank) {
+  return guard([&] {
+    if (rank == nullptr) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "rank (the output pointer) is NULL");
+    *rank = cpu_of(comm).rank();
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_comm_size(dtrain_comm_t comm, int* size) {
+  return guard([&] {
+    if (size == nullptr) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "size (the output pointer) is NULL");
+    *size = cpu_of(comm).size();
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_allreduce(dtrain_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 dtrain_dtype_t dtype, dtrain_op_t op, void* stream) {
+  return guard([&] {
+    Communicator& c = cpu_of(comm);
+    if (on_device(sendbuf, recvbuf))
+      return nccl_status(comm, nccl_of(comm).allreduce(sendbuf, recvbuf, count, dtype, op, stream));
+    c.allreduce(sendbuf, recvbuf, count, dtype, op);
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_broadcast(dtrain_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 dtrain_dtype_t dtype, int root, void* stream) {
+  return guard([&] {
+    Communicator& c = cpu_of(comm);
+    if (on_device(sendbuf, recvbuf))
+      return nccl_status(comm, nccl_of(comm).broadcast(sendbuf, recvbuf, count, dtype, root, stream));
+    c.broadcast(sendbuf, recvbuf, count, dtype, root);
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_allgather(dtrain_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                                 dtrain_dtype_t dtype, void* stream) {
+  return guard([&] {
+    Communicator& c = cpu_of(comm);
+    if (on_device(sendbuf, recvbuf))
+      return nccl_status(comm, nccl_of(comm).allgather(sendbuf, recvbuf, sendcount, dtype, stream));
+    c.allgather(sendbuf, recvbuf, sendcount, dtype);
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_reduce_scatter(dtrain_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                      dtrain_dtype_t dtype, dtrain_op_t op, void* stream) {
+  return guard([&] {
+    Communicator& c = cpu_of(comm);
+    if (on_device(sendbuf, recvbuf))
+      return nccl_status(comm, nccl_of(comm).reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, stream));
+    c.reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op);
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_barrier(dtrain_comm_t comm) {
+  return guard([&] {
+    Communicator& c = cpu_of(comm);
+    if (comm->nccl) return nccl_status(comm, comm->nccl->barrier());
+    c.barrier();
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_comm_destroy(dtrain_comm_t comm) {
+  return guard([&] {
+    if (comm == nullptr) return DTRAIN_SUCCESS;
+    std::unique_ptr<dtrain_comm> owned(comm);
+    owned->nccl.reset();
+    owned->cpu.reset();
+    return DTRAIN_SUCCESS;
+  });
+}
+
+const char* dtrain_status_string(dtrain_status_t status) {
+  switch (status) {
+    case DTRAIN_SUCCESS: return "success";
+    case DTRAIN_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case DTRAIN_ERR_CONFIG: return "configuration error";
+    case DTRAIN_ERR_TIMEOUT: return "timeout";
+    case DTRAIN_ERR_PEER: return "peer failure";
+    case DTRAIN_ERR_MISMATCH: return "mismatched collective calls";
+    case DTRAIN_ERR_UNSUPPORTED: return "unsupported";
+    case DTRAIN_ERR_SYSTEM: return "system error";
+    case DTRAIN_ERR_NCCL: return "NCCL error";
+    case DTRAIN_ERR_CUDA: return "CUDA error";
+    case DTRAIN_ERR_AUTH: return "authentication refused";
+    case DTRAIN_ERR_ABORTED: return "communicator aborted";
+    case DTRAIN_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* dtrain_last_error(void) { return last_error_cstr(); }
+
+}  // extern "C"

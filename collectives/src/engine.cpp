@@ -1,0 +1,90 @@
+#include "engine.hpp"
+
+#include <fmt/format.h>
+
+namespace dtrain::coll {
+
+const char* op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::barrier: return "barrier";
+    case OpKind::allreduce: return "allreduce";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::allgather: return "allgather";
+    case OpKind::reduce_scatter: return "reduce_scatter";
+  }
+  return "unknown-op";
+}
+
+const char* dtype_name(dtrain_dtype_t dtype) {
+  switch (dtype) {
+    case DTRAIN_INT8: return "int8";
+    case DTRAIN_UINT8: return "uint8";
+    case DTRAIN_INT32: return "int32";
+    case DTRAIN_INT64: return "int64";
+    case DTRAIN_FLOAT16: return "float16";
+    case DTRAIN_BFLOAT16: return "bfloat16";
+    case DTRAIN_FLOAT32: return "float32";
+    case DTRAIN_FLOAT64: return "float64";
+  }
+  return "unknown-dtype";
+}
+
+const char* redop_name(dtrain_op_t op) {
+  switch (op) {
+    case DTRAIN_SUM: return "sum";
+    case DTRAIN_PROD: return "prod";
+    case DTRAIN_MIN: return "min";
+    case DTRAIN_MAX: return "max";
+    case DTRAIN_AVG: return "avg";
+  }
+  return "unknown-op";
+}
+
+std::size_t dtype_size(dtrain_dtype_t dtype) {
+  switch (dtype) {
+    case DTRAIN_INT8:
+    case DTRAIN_UINT8: return 1;
+    case DTRAIN_FLOAT16:
+    case DTRAIN_BFLOAT16: return 2;
+    case DTRAIN_INT32:
+    case DTRAIN_FLOAT32: return 4;
+    case DTRAIN_INT64:
+    case DTRAIN_FLOAT64: return 8;
+  }
+  return 0;
+}
+
+bool valid_dtype(int dtype) { return dtype >= DTRAIN_INT8 && dtype <= DTRAIN_FLOAT64; }
+bool valid_redop(int op) { return op >= DTRAIN_SUM && op <= DTRAIN_AVG; }
+
+namespace {
+std::string describe(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root) {
+  switch (kind) {
+    case OpKind::barrier: return "barrier";
+    case OpKind::allreduce:
+      return fmt::format("allreduce(count {}, {}, {})", count, dtype_name(dtype), redop_name(op));
+    case OpKind::reduce_scatter:
+      return fmt::format("reduce_scatter(recvcount {}, {}, {})", count, dtype_name(dtype), redop_name(op));
+    case OpKind::broadcast: return fmt::format("broadcast(count {}, {}, root {})", count, dtype_name(dtype), root);
+    case OpKind::allgather: return fmt::format("allgather(sendcount {}, {})", count, dtype_name(dtype));
+  }
+  return "unknown";
+}
+}  // namespace
+
+std::string OpDesc::text() const { return fmt::format("{} #{}", describe(kind, count, dtype, op, root), seq); }
+
+std::string describe_fingerprint(std::uint64_t fp0, std::uint64_t fp1) {
+  auto kind = static_cast<OpKind>(fp1 & 0xff);
+  auto dtype = static_cast<dtrain_dtype_t>((fp1 >> 8) & 0xff);
+  auto op = static_cast<dtrain_op_t>((fp1 >> 16) & 0xff);
+  auto root = static_cast<int>(static_cast<std::uint32_t>(fp1 >> 32));
+  return describe(kind, fp0, dtype, op, root);
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) return fmt::format("{} s", ms.count() / 1000);
+  return fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000.0);
+}
+
+}  // namespace dtrain::coll

@@ -1,0 +1,61 @@
+#pragma once
+// Types shared by the CPU engines: the description of one collective call (its fingerprint), the
+// status-carrying exception the engines throw, and small helpers.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "dtrain/collectives.h"
+#include "dtrain/common/errors.hpp"
+
+namespace dtrain::coll {
+
+using Clock = std::chrono::steady_clock;
+
+enum class OpKind : std::uint8_t { barrier = 1, allreduce, broadcast, allgather, reduce_scatter };
+
+const char* op_kind_name(OpKind kind);
+const char* dtype_name(dtrain_dtype_t dtype);
+const char* redop_name(dtrain_op_t op);
+std::size_t dtype_size(dtrain_dtype_t dtype);
+bool valid_dtype(int dtype);
+bool valid_redop(int op);
+
+// One collective call as every rank must see it. The two words are the per-call fingerprint the
+// engines compare across ranks (count, kind, dtype, op, root), seq is the call's sequence number.
+struct OpDesc {
+  std::uint64_t seq = 0;
+  OpKind kind = OpKind::barrier;
+  dtrain_dtype_t dtype = DTRAIN_UINT8;
+  dtrain_op_t op = DTRAIN_SUM;
+  int root = 0;
+  std::size_t count = 0;
+  Clock::time_point deadline{};
+
+  std::uint64_t fp0() const { return count; }
+  std::uint64_t fp1() const {
+    return static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(dtype) << 8) |
+           (static_cast<std::uint64_t>(op) << 16) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(root)) << 32);
+  }
+  // "allreduce #12 (count 1000, float32, sum)"
+  std::string text() const;
+};
+
+// Describes the call behind a fingerprint, for mismatch messages.
+std::string describe_fingerprint(std::uint64_t fp0, std::uint64_t fp1);
+
+// The error the engines throw: a status for the C ABI plus the message.
+class CollError : public Error {
+ public:
+  CollError(dtrain_status_t status, const std::string& msg) : Error(msg), status_(status) {}
+  dtrain_status_t status() const { return status_; }
+
+ private:
+  dtrain_status_t status_;
+};
+
+// Seconds as text for messages: "30 s", "0.5 s".
+std::string seconds_text(std::chrono::milliseconds ms);
+
+}  // namespace dtrain::coll

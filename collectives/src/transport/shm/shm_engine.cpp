@@ -1,0 +1,456 @@
+// Shared-memory engine. Every call starts with a sync whose arrival carries the call's fingerprint;
+// after it each rank compares all fingerprints, so mismatched calls fail on every rank instead of
+// hanging. Small messages: each rank copies its whole buffer into its slot, one sync, then every rank
+// reduces all slots itself (same order everywhere). Large messages: rounds of reduce-scatter +
+// allgather over the slots (copy the pieces the others own in, sync, reduce the own piece, sync, copy
+// the others' pieces out), double buffered so consecutive rounds pipeline.
+#include "shm_engine.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "../../reduce.hpp"
+#include "../../wait.hpp"
+#include "dtrain/common/log.hpp"
+
+namespace dtrain::coll::shm {
+
+constexpr std::uint64_t kMagic = 0x3148536e69617274ull;  // "trainSH1"
+constexpr int kMaxLocal = 1024;
+constexpr std::size_t kSmallBytes = 32 * 1024;  // latency path up to this many bytes per rank
+
+struct Engine::Header {
+  std::atomic<std::uint64_t> magic;
+  std::uint32_t local_size;
+  std::uint32_t pad0;
+  std::uint64_t slot_bytes;
+  std::uint64_t total_bytes;
+  alignas(64) std::atomic<std::uint32_t> mapped;
+  alignas(64) std::atomic<std::uint32_t> count;   // arrivals at the current sync
+  alignas(64) std::atomic<std::uint32_t> phase;   // bumped by the last arrival: the futex word
+  std::atomic<std::uint32_t> sleepers;
+  alignas(64) std::atomic<std::int32_t> abort_rank;  // -1: none
+  std::atomic<std::uint32_t> abort_status;
+  std::atomic<std::uint32_t> abort_ready;
+  char abort_msg[1024];
+};
+
+struct alignas(64) Engine::RankCtl {
+  std::atomic<std::uint64_t> seq;    // last call this rank entered
+  std::atomic<std::uint32_t> kind;   // its OpKind
+  std::atomic<std::uint32_t> busy;   // 1 while inside the call
+  std::atomic<std::uint32_t> epoch;  // syncs passed
+  std::atomic<std::uint32_t> state;  // 1: destroyed its communicator
+  std::atomic<std::int32_t> pid;
+  std::atomic<std::uint64_t> fp[2][3];  // per seq parity: fp0, fp1, seq
+};
+
+namespace {
+
+std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
+
+[[noreturn]] void sys_fail(const std::string& what, int err) {
+  throw CollError(DTRAIN_ERR_SYSTEM, fmt::format("{}: {}", what, errno_text(err)));
+}
+
+}  // namespace
+
+Engine::Engine(const Options& o)
+    : me_(o.local_rank),
+      n_(static_cast<int>(o.global_ranks.size())),
+      granks_(o.global_ranks),
+      timeout_(o.timeout),
+      spin_us_(o.spin_us) {
+  DTRAIN_CHECK(n_ >= 1 && n_ <= kMaxLocal && me_ >= 0 && me_ < n_, "local rank {} of {}", me_, n_);
+  const std::size_t ctl_off = round_up(sizeof(Header), 64);
+  data_offset_ = round_up(ctl_off + sizeof(RankCtl) * static_cast<std::size_t>(n_), 4096);
+  slot_bytes_ = std::max<std::size_t>(round_up(o.slot_bytes, 4096), 4096);
+  bytes_ = data_offset_ + 2 * static_cast<std::size_t>(n_) * slot_bytes_;
+  const auto deadline = Clock::now() + timeout_;
+  const std::string name_key = o.key_prefix + "shm/name";
+
+  int fd = -1;
+  if (me_ == 0) {
+    struct statvfs sv {};
+    if (::statvfs("/dev/shm", &sv) == 0) {
+      const auto avail = static_cast<std::size_t>(sv.f_bavail) * static_cast<std::size_t>(sv.f_frsize);
+      if (avail < bytes_)
+        throw CollError(DTRAIN_ERR_SYSTEM,
+                        fmt::format("not enough space in /dev/shm for the shared-memory engine: need {:.1f} MiB "
+                                    "for {} local ranks, {:.1f} MiB free; enlarge /dev/shm (e.g. docker "
+                                    "--shm-size), lower DTRAIN_SHM_SLOT_BYTES, or set DTRAIN_TRANSPORT=tcp",
+                                    static_cast<double>(bytes_) / 1048576.0, n_,
+                                    static_cast<double>(avail) / 1048576.0));
+    }
+    std::random_device rd;
+    const std::uint64_t nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    name_ = fmt::format("/{}-{:016x}", o.name_prefix, nonce);
+    fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) sys_fail(fmt::format("shm_open {}", name_), errno);
+    int err = 0;
+    if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) err = errno;
+    if (err == 0) err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_));
+    if (err != 0) {
+      ::close(fd);
+      ::shm_unlink(name_.c_str());
+      if (err == ENOSPC)
+        throw CollError(DTRAIN_ERR_SYSTEM,
+                        fmt::format("/dev/shm is full: could not reserve {:.1f} MiB for {}; free space in /dev/shm "
+                                    "or set DTRAIN_TRANSPORT=tcp",
+                                    static_cast<double>(bytes_) / 1048576.0, name_));
+      sys_fail(fmt::format("reserving {} bytes for {}", bytes_, name_), err);
+    }
+  } else {
+    std::string name;
+    try {
+      name = rdzv::to_string(o.store->get(name_key, timeout_));
+    } catch (const TimeoutError&) {
+      throw CollError(DTRAIN_ERR_TIMEOUT,
+                      fmt::format("shared-memory setup: local rank 0 (rank {}) did not publish its segment within {}",
+                                  granks_[0], seconds_text(timeout_)));
+    }
+    name_ = name;
+    fd = ::shm_open(name_.c_str(), O_RDWR, 0600);
+    if (fd < 0) sys_fail(fmt::format("shm_open {} (created by rank {})", name_, granks_[0]), errno);
+  }
+  base_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int map_err = errno;
+  ::close(fd);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    if (me_ == 0) ::shm_unlink(name_.c_str());
+    sys_fail(fmt::format("mmap {} ({} bytes)", name_, bytes_), map_err);
+  }
+  hdr_ = static_cast<Header*>(base_);
+  ctl_ = reinterpret_cast<RankCtl*>(static_cast<std::uint8_t*>(base_) + ctl_off);
+  if (me_ == 0) {
+    // Fresh pages are zero: atomics start at 0. Publish the layout, then the magic, then the name.
+    hdr_->local_size = static_cast<std::uint32_t>(n_);
+    hdr_->slot_bytes = slot_bytes_;
+    hdr_->total_bytes = bytes_;
+    hdr_->abort_rank.store(-1);
+    hdr_->magic.store(kMagic, std::memory_order_release);
+    o.store->set(name_key, rdzv::as_bytes(name_));
+  } else {
+    if (hdr_->magic.load(std::memory_order_acquire) != kMagic || hdr_->local_size != static_cast<std::uint32_t>(n_) ||
+        hdr_->total_bytes != bytes_) {
+      ::munmap(base_, bytes_);
+      base_ = nullptr;
+      throw CollError(DTRAIN_ERR_CONFIG,
+                      fmt::format("shared-memory segment {} does not match this rank's view ({} local ranks, slot "
+                                  "{} bytes): do all local ranks use the same LOCAL_WORLD_SIZE and "
+                                  "DTRAIN_SHM_SLOT_BYTES?",
+                                  name_, n_, slot_bytes_));
+    }
+  }
+  ctl_[me_].pid.store(static_cast<std::int32_t>(::getpid()));
+  // The last rank to map the segment removes its name: from here on a crash leaves nothing behind.
+  if (hdr_->mapped.fetch_add(1) + 1 == static_cast<std::uint32_t>(n_)) ::shm_unlink(name_.c_str());
+  // Wait (bounded) until every local rank has mapped it.
+  while (hdr_->mapped.load() < static_cast<std::uint32_t>(n_)) {
+    if (Clock::now() >= deadline) {
+      ::shm_unlink(name_.c_str());
+      std::string missing;
+      for (int j = 0; j < n_; ++j)
+        if (ctl_[j].pid.load() == 0) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", granks_[j]);
+      ::munmap(base_, bytes_);
+      base_ = nullptr;
+      throw CollError(DTRAIN_ERR_TIMEOUT,
+                      fmt::format("shared-memory setup: ranks [{}] did not attach within {}", missing,
+                                  seconds_text(timeout_)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  DTRAIN_DEBUG(coll, "shm segment {} mapped by {} local ranks ({} bytes)", name_, n_, bytes_);
+}
+
+Engine::~Engine() {
+  if (base_ == nullptr) return;
+  ctl_[me_].state.store(1, std::memory_order_seq_cst);
+  hdr_->phase.fetch_add(0);  // order the state store before the wake
+  futex_wake_all(hdr_->phase, hdr_->sleepers);
+  if (hdr_->mapped.load() < static_cast<std::uint32_t>(n_)) ::shm_unlink(name_.c_str());
+  ::munmap(base_, bytes_);
+}
+
+std::uint8_t* Engine::slot(int set, int rank) const {
+  return static_cast<std::uint8_t*>(base_) + data_offset_ +
+         (static_cast<std::size_t>(set) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(rank)) * slot_bytes_;
+}
+
+void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
+  if (hdr_ == nullptr) return;
+  std::int32_t expected = -1;
+  if (hdr_->abort_rank.compare_exchange_strong(expected, me_)) {
+    std::size_t m = std::min(msg.size(), sizeof(hdr_->abort_msg) - 1);
+    std::memcpy(hdr_->abort_msg, msg.data(), m);
+    hdr_->abort_msg[m] = '\0';
+    hdr_->abort_status.store(static_cast<std::uint32_t>(status));
+    hdr_->abort_ready.store(1, std::memory_order_release);
+  }
+  hdr_->phase.fetch_add(0);
+  // Wake sleepers; they see the abort record on their next check.
+  futex_wake_all(hdr_->phase, hdr_->sleepers);
+}
+
+void Engine::begin(const OpDesc& d) {
+  auto& c = ctl_[me_];
+  const int par = static_cast<int>(calls_++ & 1u);
+  c.fp[par][0].store(d.fp0(), std::memory_order_relaxed);
+  c.fp[par][1].store(d.fp1(), std::memory_order_relaxed);
+  c.fp[par][2].store(d.seq, std::memory_order_relaxed);
+  c.kind.store(static_cast<std::uint32_t>(d.kind), std::memory_order_relaxed);
+  c.seq.store(d.seq, std::memory_order_relaxed);
+  c.busy.store(1, std::memory_order_release);
+  first_sync_ = true;
+}
+
+void Engine::end() { ctl_[me_].busy.store(0, std::memory_order_release); }
+
+void Engine::check_abort_and_peers(const OpDesc& d) {
+  if (hdr_->abort_ready.load(std::memory_order_acquire) != 0) {
+    const int who = hdr_->abort_rank.load();
+    auto st = static_cast<dtrain_status_t>(hdr_->abort_status.load());
+    if (st == DTRAIN_SUCCESS) st = DTRAIN_ERR_PEER;
+    throw CollError(st, fmt::format("{} on rank {}: rank {} failed: {}", d.text(), granks_[me_],
+                                    granks_[static_cast<std::size_t>(who)], hdr_->abort_msg));
+  }
+  const auto self = static_cast<std::int32_t>(::getpid());
+  for (int j = 0; j < n_; ++j) {
+    if (j == me_) continue;
+    if (ctl_[j].state.load() == 1 && ctl_[j].epoch.load() < epoch_)
+      throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: rank {} destroyed its communicator instead of "
+                                                   "joining (it had reached {} #{})",
+                                                   d.text(), granks_[me_], granks_[j],
+                                                   op_kind_name(static_cast<OpKind>(ctl_[j].kind.load())),
+                                                   ctl_[j].seq.load()));
+    const std::int32_t pid = ctl_[j].pid.load();
+    if (pid > 0 && pid != self && ::kill(pid, 0) != 0 && errno == ESRCH)
+      throw CollError(DTRAIN_ERR_PEER,
+                      fmt::format("{} on rank {}: rank {} (pid {}) died; it had reached {} #{}", d.text(),
+                                  granks_[me_], granks_[j], pid,
+                                  op_kind_name(static_cast<OpKind>(ctl_[j].kind.load())), ctl_[j].seq.load()));
+  }
+}
+
+void Engine::fail_timeout(const OpDesc& d, std::uint32_t epoch) {
+  std::string missing, where;
+  for (int j = 0; j < n_; ++j) {
+    const auto& c = ctl_[j];
+    const bool arrived = c.epoch.load() >= epoch;
+    if (!arrived) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", granks_[j]);
+    where += fmt::format("; rank {}: {} {} #{}{}", granks_[j], c.busy.load() ? "in" : "last finished",
+                         op_kind_name(static_cast<OpKind>(c.kind.load())), c.seq.load(),
+                         arrived ? "" : " (not arrived)");
+  }
+  throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("{} timed out after {} on rank {}: ranks [{}] never arrived{}",
+                                                  d.text(), seconds_text(timeout_), granks_[me_], missing, where));
+}
+
+void Engine::sync(const OpDesc& d) {
+  const std::uint32_t p = hdr_->phase.load(std::memory_order_acquire);
+  ++epoch_;
+  ctl_[me_].epoch.store(epoch_, std::memory_order_release);
+  if (hdr_->count.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<std::uint32_t>(n_)) {
+    hdr_->count.store(0, std::memory_order_relaxed);
+    hdr_->phase.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(hdr_->phase, hdr_->sleepers);
+  } else if (!spin_until_changed(hdr_->phase, p, spin_us_)) {
+    while (hdr_->phase.load(std::memory_order_acquire) == p) {
+      check_abort_and_peers(d);
+      if (Clock::now() >= d.deadline) fail_timeout(d, epoch_);
+      futex_sleep(hdr_->phase, p, hdr_->sleepers, std::chrono::milliseconds(20));
+    }
+  }
+  if (first_sync_) {
+    first_sync_ = false;
+    check_fingerprints(d);
+  }
+}
+
+void Engine::check_fingerprints(const OpDesc& d) {
+  const int par = static_cast<int>((calls_ - 1) & 1u);
+  bool bad = false;
+  for (int j = 0; j < n_ && !bad; ++j)
+    bad = ctl_[j].fp[par][0].load(std::memory_order_relaxed) != d.fp0() ||
+          ctl_[j].fp[par][1].load(std::memory_order_relaxed) != d.fp1() ||
+          ctl_[j].fp[par][2].load(std::memory_order_relaxed) != d.seq;
+  if (!bad) return;
+  std::string calls;
+  for (int j = 0; j < n_; ++j) {
+    const auto& f = ctl_[j].fp[par];
+    calls += fmt::format("; rank {}: {} #{}", granks_[j], describe_fingerprint(f[0].load(), f[1].load()), f[2].load());
+  }
+  throw CollError(DTRAIN_ERR_MISMATCH,
+                  fmt::format("mismatched collective calls at call #{} (every rank must make the same calls with the "
+                              "same count, dtype, op and root){}",
+                              d.seq, calls));
+}
+
+void Engine::barrier(const OpDesc& d) {
+  begin(d);
+  sync(d);
+  end();
+}
+
+void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
+  begin(d);
+  const std::size_t esz = dtype_size(d.dtype);
+  const std::size_t bytes = d.count * esz;
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  const int div = d.op == DTRAIN_AVG ? n_ : 1;
+  if (n_ == 1 || bytes == 0) {
+    sync(d);
+    if (n_ == 1 && bytes != 0) {
+      const void* srcs[1] = {send};
+      reduce_n(srcs, 1, recv, nullptr, d.count, d.dtype, d.op, 1);
+    }
+    end();
+    return;
+  }
+  std::vector<const void*> srcs(static_cast<std::size_t>(n_));
+  if (bytes <= std::min(kSmallBytes, slot_bytes_)) {
+    // Latency path: everyone publishes everything, everyone reduces everything in rank order.
+    const int set = next_set();
+    std::memcpy(slot(set, me_), send, bytes);
+    sync(d);
+    for (int j = 0; j < n_; ++j) srcs[static_cast<std::size_t>(j)] = slot(set, j);
+    reduce_n(srcs.data(), n_, recv, nullptr, d.count, d.dtype, d.op, div);
+    end();
+    return;
+  }
+  // Bandwidth path: rounds of up to n pieces; rank j reduces piece j of every rank's contribution.
+  const std::size_t align = 64 / esz;  // elements per cache line
+  const std::size_t piece_cap = (slot_bytes_ / static_cast<std::size_t>(n_)) / esz / align * align;
+  DTRAIN_CHECK(piece_cap > 0, "slot too small");
+  const std::size_t round_cap = piece_cap * static_cast<std::size_t>(n_);
+  for (std::size_t off = 0; off < d.count; off += round_cap) {
+    const std::size_t m = std::min(round_cap, d.count - off);
+    std::size_t p = (m + static_cast<std::size_t>(n_) - 1) / static_cast<std::size_t>(n_);
+    p = std::min(piece_cap, round_up(p, align));
+    auto piece = [&](int j, std::size_t& start, std::size_t& len) {
+      start = std::min(m, static_cast<std::size_t>(j) * p);
+      len = std::min(m, start + p) - start;
+    };
+    const int set = next_set();
+    std::uint8_t* mine = slot(set, me_);
+    for (int j = 0; j < n_; ++j) {
+      if (j == me_) continue;
+      std::size_t s, l;
+      piece(j, s, l);
+      if (l) std::memcpy(mine + s * esz, send + (off + s) * esz, l * esz);
+    }
+    sync(d);
+    std::size_t s, l;
+    piece(me_, s, l);
+    if (l) {
+      for (int j = 0; j < n_; ++j)
+        srcs[static_cast<std::size_t>(j)] = j == me_ ? send + (off + s) * esz : slot(set, j) + s * esz;
+      reduce_n(srcs.data(), n_, recv + (off + s) * esz, mine + s * esz, l, d.dtype, d.op, div);
+    }
+    sync(d);
+    for (int j = 0; j < n_; ++j) {
+      if (j == me_) continue;
+      piece(j, s, l);
+      if (l) std::memcpy(recv + (off + s) * esz, slot(set, j) + s * esz, l * esz);
+    }
+  }
+  end();
+}
+
+void Engine::broadcast(const OpDesc& d, const void* send_v, void* recv_v, int root) {
+  begin(d);
+  const std::size_t bytes = d.count * dtype_size(d.dtype);
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  if (n_ == 1 || bytes == 0) {
+    sync(d);
+    if (bytes != 0 && send != recv) std::memmove(recv, send, bytes);
+    end();
+    return;
+  }
+  for (std::size_t off = 0; off < bytes; off += slot_bytes_) {
+    const std::size_t len = std::min(slot_bytes_, bytes - off);
+    const int set = next_set();
+    if (me_ == root) std::memcpy(slot(set, root), send + off, len);
+    sync(d);
+    if (me_ != root) std::memcpy(recv + off, slot(set, root), len);
+  }
+  if (me_ == root && send != recv) std::memmove(recv, send, bytes);
+  end();
+}
+
+void Engine::allgather(const OpDesc& d, const void* send_v, void* recv_v) {
+  begin(d);
+  const std::size_t bytes = d.count * dtype_size(d.dtype);
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  if (bytes == 0) {
+    sync(d);
+    end();
+    return;
+  }
+  for (std::size_t off = 0; off < bytes; off += slot_bytes_) {
+    const std::size_t len = std::min(slot_bytes_, bytes - off);
+    const int set = next_set();
+    std::memcpy(slot(set, me_), send + off, len);
+    sync(d);
+    for (int j = 0; j < n_; ++j) {
+      std::uint8_t* dst = recv + static_cast<std::size_t>(j) * bytes + off;
+      if (j == me_ && dst == send + off) continue;
+      std::memcpy(dst, slot(set, j), len);
+    }
+  }
+  end();
+}
+
+void Engine::reduce_scatter(const OpDesc& d, const void* send_v, void* recv_v) {
+  begin(d);
+  const std::size_t esz = dtype_size(d.dtype);
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  const int div = d.op == DTRAIN_AVG ? n_ : 1;
+  if (d.count == 0 || n_ == 1) {
+    sync(d);
+    if (d.count != 0) {
+      const void* srcs[1] = {send};
+      reduce_n(srcs, 1, recv, nullptr, d.count, d.dtype, d.op, 1);
+    }
+    end();
+    return;
+  }
+  const std::size_t piece_cap = (slot_bytes_ / static_cast<std::size_t>(n_)) / esz / (64 / esz) * (64 / esz);
+  std::vector<const void*> srcs(static_cast<std::size_t>(n_));
+  for (std::size_t off = 0; off < d.count; off += piece_cap) {
+    const std::size_t len = std::min(piece_cap, d.count - off);
+    const int set = next_set();
+    std::uint8_t* mine = slot(set, me_);
+    for (int j = 0; j < n_; ++j)
+      if (j != me_)
+        std::memcpy(mine + static_cast<std::size_t>(j) * piece_cap * esz,
+                    send + (static_cast<std::size_t>(j) * d.count + off) * esz, len * esz);
+    sync(d);
+    for (int j = 0; j < n_; ++j)
+      srcs[static_cast<std::size_t>(j)] =
+          j == me_ ? send + (static_cast<std::size_t>(me_) * d.count + off) * esz
+                   : slot(set, j) + static_cast<std::size_t>(me_) * piece_cap * esz;
+    reduce_n(srcs.data(), n_, recv + off * esz, nullptr, len, d.dtype, d.op, div);
+  }
+  end();
+}
+
+}  // namespace dtrain::coll::shm

@@ -1,0 +1,81 @@
+#pragma once
+// Shared-memory engine for the ranks of one node. One segment per communicator and node, created by
+// local rank 0 and unlinked as soon as every local rank has mapped it, so nothing is left in /dev/shm
+// after a crash. Layout: header (barrier words, abort record), one control block per local rank
+// (progress words, per-call fingerprints), then two sets of one slot per local rank (double
+// buffering: a slot set is reused two rounds later, after every rank has left it).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../engine.hpp"
+#include "dtrain/rendezvous/store.hpp"
+
+namespace dtrain::coll::shm {
+
+struct Options {
+  int local_rank = 0;
+  std::vector<int> global_ranks;   // global rank of each local rank (for messages)
+  rdzv::Store* store = nullptr;
+  std::string key_prefix;          // store keys of this communicator, e.g. "coll/3/node0/"
+  std::string name_prefix;         // segment name stem, e.g. "dtrain-<run>-g<gen>"
+  std::chrono::milliseconds timeout{300000};
+  std::size_t slot_bytes = 1 << 20;
+  int spin_us = 50;
+};
+
+class Engine {
+ public:
+  explicit Engine(const Options& options);  // maps (or creates) the segment; throws CollError
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int local_rank() const { return me_; }
+  int local_size() const { return n_; }
+
+  void barrier(const OpDesc& d);
+  void allreduce(const OpDesc& d, const void* send, void* recv);
+  void broadcast(const OpDesc& d, const void* send, void* recv, int root_local);
+  void allgather(const OpDesc& d, const void* send, void* recv);
+  void reduce_scatter(const OpDesc& d, const void* send, void* recv);
+
+  // Records a failure so waiting local ranks stop at once with the same status.
+  void abort(dtrain_status_t status, const std::string& msg) noexcept;
+  // The segment's name (already unlinked once all ranks mapped it).
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Header;
+  struct RankCtl;
+
+  void begin(const OpDesc& d);
+  void end();
+  void sync(const OpDesc& d);
+  void check_fingerprints(const OpDesc& d);
+  [[noreturn]] void fail_timeout(const OpDesc& d, std::uint32_t epoch);
+  void check_abort_and_peers(const OpDesc& d);
+  std::uint8_t* slot(int set, int rank) const;
+  int next_set() { return static_cast<int>(round_++ & 1u); }
+
+  int me_ = 0;
+  int n_ = 1;
+  std::vector<int> granks_;
+  std::chrono::milliseconds timeout_;
+  int spin_us_ = 50;
+  std::string name_;
+  void* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::size_t slot_bytes_ = 0;
+  std::size_t data_offset_ = 0;
+  Header* hdr_ = nullptr;
+  RankCtl* ctl_ = nullptr;
+  std::uint32_t epoch_ = 0;     // syncs this rank passed
+  std::uint64_t round_ = 0;     // slot-set rounds this rank started
+  std::uint64_t calls_ = 0;     // engine calls made (fingerprint slot parity)
+  bool first_sync_ = false;     // the next sync is the first of a call: check fingerprints
+};
+
+}  // namespace dtrain::coll::shm

@@ -1,0 +1,58 @@
+#pragma once
+// Ranks as threads over an in-memory store: each thread builds its own Communicator and runs `body`.
+// Errors are collected per rank and returned (doctest asserts stay on the main thread).
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm.hpp"
+#include "dtrain/rendezvous/store.hpp"
+
+namespace dtrain::coll::test {
+
+struct World {
+  int size = 1;
+  int local_size = -1;  // -1: one node
+  std::string transport = "auto";
+  std::chrono::milliseconds timeout{60000};
+  std::string run_id = "test";
+  std::size_t slot_bytes = 1 << 20;
+};
+
+inline CommConfig config_for(const World& w, int r) {
+  CommConfig c;
+  c.rank = r;
+  c.size = w.size;
+  c.local_size = w.local_size;
+  c.local_rank = w.local_size > 0 ? r % w.local_size : -1;
+  c.transport = w.transport;
+  c.timeout = w.timeout;
+  c.run_id = w.run_id;
+  c.advertise = "127.0.0.1";
+  c.shm_slot_bytes = w.slot_bytes;
+  c.tcp_chunk_bytes = 256 * 1024;
+  c.spin_us = 20;
+  return c;
+}
+
+// Runs body(comm, rank) on w.size threads; returns each rank's exception text ("" when fine).
+inline std::vector<std::string> run_ranks(const World& w, const std::function<void(Communicator&, int)>& body) {
+  auto store = rdzv::make_memory_store();
+  std::vector<std::string> errors(static_cast<std::size_t>(w.size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < w.size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Communicator comm(config_for(w, r), store);
+        body(comm, r);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+}  // namespace dtrain::coll::test

@@ -1,0 +1,249 @@
+// The algorithm matrix with ranks as threads: world sizes 1-8 x counts x every dtype x every op on
+// the shared-memory, TCP and hierarchical engines, against a float64 reference; every rank must
+// produce the same bytes.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "harness.hpp"
+#include "reduce.hpp"
+
+using namespace dtrain::coll;
+using dtrain::coll::test::run_ranks;
+using dtrain::coll::test::World;
+
+namespace {
+
+constexpr dtrain_dtype_t kTypes[] = {DTRAIN_INT8,    DTRAIN_UINT8,    DTRAIN_INT32,   DTRAIN_INT64,
+                                     DTRAIN_FLOAT16, DTRAIN_BFLOAT16, DTRAIN_FLOAT32, DTRAIN_FLOAT64};
+constexpr dtrain_op_t kOps[] = {DTRAIN_SUM, DTRAIN_PROD, DTRAIN_MIN, DTRAIN_MAX, DTRAIN_AVG};
+
+void put(void* buf, std::size_t i, dtrain_dtype_t t, double v) {
+  switch (t) {
+    case DTRAIN_INT8: static_cast<std::int8_t*>(buf)[i] = static_cast<std::int8_t>(v); break;
+    case DTRAIN_UINT8: static_cast<std::uint8_t*>(buf)[i] = static_cast<std::uint8_t>(v); break;
+    case DTRAIN_INT32: static_cast<std::int32_t*>(buf)[i] = static_cast<std::int32_t>(v); break;
+    case DTRAIN_INT64: static_cast<std::int64_t*>(buf)[i] = static_cast<std::int64_t>(v); break;
+    case DTRAIN_FLOAT16: static_cast<std::uint16_t*>(buf)[i] = float_to_half(static_cast<float>(v)); break;
+    case DTRAIN_BFLOAT16: static_cast<std::uint16_t*>(buf)[i] = float_to_bf16(static_cast<float>(v)); break;
+    case DTRAIN_FLOAT32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case DTRAIN_FLOAT64: static_cast<double*>(buf)[i] = v; break;
+  }
+}
+
+double get(const void* buf, std::size_t i, dtrain_dtype_t t) {
+  switch (t) {
+    case DTRAIN_INT8: return static_cast<const std::int8_t*>(buf)[i];
+    case DTRAIN_UINT8: return static_cast<const std::uint8_t*>(buf)[i];
+    case DTRAIN_INT32: return static_cast<const std::int32_t*>(buf)[i];
+    case DTRAIN_INT64: return static_cast<double>(static_cast<const std::int64_t*>(buf)[i]);
+    case DTRAIN_FLOAT16: return static_cast<double>(half_to_float(static_cast<const std::uint16_t*>(buf)[i]));
+    case DTRAIN_BFLOAT16: return static_cast<double>(bf16_to_float(static_cast<const std::uint16_t*>(buf)[i]));
+    case DTRAIN_FLOAT32: return static_cast<double>(static_cast<const float*>(buf)[i]);
+    case DTRAIN_FLOAT64: return static_cast<const double*>(buf)[i];
+  }
+  return 0;
+}
+
+bool is_int(dtrain_dtype_t t) { return t <= DTRAIN_INT64; }
+
+// Inputs small enough that sums and products are exact in every dtype.
+double input(int rank, std::size_t i, dtrain_dtype_t t, dtrain_op_t op) {
+  const auto k = static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3) % 9);
+  if (op == DTRAIN_PROD) {
+    int m = static_cast<int>((i + static_cast<std::size_t>(rank)) % 4);
+    return m == 0 ? 2.0 : (m == 1 && t != DTRAIN_UINT8 ? -1.0 : 1.0);
+  }
+  return t == DTRAIN_UINT8 ? k : k - 4;
+}
+
+double reference(int n, std::size_t i, dtrain_dtype_t t, dtrain_op_t op) {
+  double acc = input(0, i, t, op);
+  for (int r = 1; r < n; ++r) {
+    double x = input(r, i, t, op);
+    switch (op) {
+      case DTRAIN_SUM:
+      case DTRAIN_AVG: acc += x; break;
+      case DTRAIN_PROD: acc *= x; break;
+      case DTRAIN_MIN: acc = std::min(acc, x); break;
+      case DTRAIN_MAX: acc = std::max(acc, x); break;
+    }
+  }
+  if (op == DTRAIN_AVG) acc = is_int(t) ? std::trunc(acc / n) : acc / n;
+  return acc;
+}
+
+double tolerance(dtrain_dtype_t t, double ref) {
+  switch (t) {
+    case DTRAIN_FLOAT16: return 1e-3 * std::fabs(ref) + 1e-3;
+    case DTRAIN_BFLOAT16: return 8e-3 * std::fabs(ref) + 8e-3;
+    case DTRAIN_FLOAT32: return 1e-6 * std::fabs(ref);
+    case DTRAIN_FLOAT64: return 1e-12 * std::fabs(ref);
+    default: return 0;
+  }
+}
+
+std::uint64_t fnv(const void* p, std::size_t n) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<const std::uint8_t*>(p)[i]) * 1099511628211ull;
+  return h;
+}
+
+struct Results {
+  std::mutex mu;
+  std::vector<std::string> wrong;
+  std::map<std::string, std::vector<std::uint64_t>> hashes;  // per call, per rank
+  void bad(std::string s) {
+    std::lock_guard l(mu);
+    if (wrong.size() < 20) wrong.push_back(std::move(s));
+  }
+  void hash(const std::string& call, int n, int r, std::uint64_t h) {
+    std::lock_guard l(mu);
+    auto& v = hashes[call];
+    v.resize(static_cast<std::size_t>(n));
+    v[static_cast<std::size_t>(r)] = h;
+  }
+};
+
+std::vector<std::size_t> counts_for(dtrain_dtype_t t, dtrain_op_t op) {
+  std::vector<std::size_t> c = {0, 1, 3, 4, 1000, 12345};
+  if ((t == DTRAIN_FLOAT32 && op == DTRAIN_SUM) || (t == DTRAIN_BFLOAT16 && op == DTRAIN_AVG) ||
+      (t == DTRAIN_INT32 && op == DTRAIN_MAX)) {
+    c.push_back(1 << 20);
+    c.push_back((1 << 20) + 3);
+  }
+  return c;
+}
+
+void matrix(Communicator& comm, int r, Results& res) {
+  const int n = comm.size();
+  std::vector<std::uint8_t> send, recv;
+  int call = 0;
+  for (auto t : kTypes) {
+    const std::size_t esz = dtype_size(t);
+    for (auto op : kOps) {
+      for (std::size_t count : counts_for(t, op)) {
+        const bool in_place = (++call % 2) == 0;
+        send.assign(count * esz + 8, 0);
+        recv.assign(count * esz + 8, 0xEE);
+        for (std::size_t i = 0; i < count; ++i) put(send.data(), i, t, input(r, i, t, op));
+        void* out = in_place ? send.data() : recv.data();
+        comm.allreduce(send.data(), out, count, t, op);
+        std::string name = fmt::format("allreduce {} {} count {}{}", dtype_name(t), redop_name(op), count,
+                                       in_place ? " in place" : "");
+        for (std::size_t i = 0; i < count; ++i) {
+          double want = reference(n, i, t, op), got = get(out, i, t);
+          if (std::fabs(want - got) > tolerance(t, want)) {
+            res.bad(fmt::format("rank {} of {}: {}: [{}] = {} want {}", r, n, name, i, got, want));
+            break;
+          }
+        }
+        if (!in_place && recv[count * esz] != 0xEE) res.bad(fmt::format("rank {}: {} wrote past the end", r, name));
+        res.hash(name, n, r, fnv(out, count * esz));
+      }
+      // reduce_scatter: rank r's block of a size*m buffer.
+      for (std::size_t m : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{1000}}) {
+        const std::size_t total = m * static_cast<std::size_t>(n);
+        send.assign(total * esz, 0);
+        recv.assign(m * esz, 0);
+        for (std::size_t i = 0; i < total; ++i) put(send.data(), i, t, input(r, i, t, op));
+        comm.reduce_scatter(send.data(), recv.data(), m, t, op);
+        for (std::size_t i = 0; i < m; ++i) {
+          const std::size_t gi = static_cast<std::size_t>(r) * m + i;
+          double want = reference(n, gi, t, op), got = get(recv.data(), i, t);
+          if (std::fabs(want - got) > tolerance(t, want)) {
+            res.bad(fmt::format("rank {} of {}: reduce_scatter {} {} m {}: [{}] = {} want {}", r, n, dtype_name(t),
+                                redop_name(op), m, i, got, want));
+            break;
+          }
+        }
+      }
+    }
+    // broadcast from the first and the last rank; allgather.
+    for (int root : {0, n - 1}) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{1000}, std::size_t{300001}}) {
+        recv.assign(count * esz, 0);
+        if (r == root)
+          for (std::size_t i = 0; i < count; ++i) put(recv.data(), i, t, input(root, i, t, DTRAIN_SUM));
+        comm.broadcast(recv.data(), recv.data(), count, t, root);
+        for (std::size_t i = 0; i < count; ++i)
+          if (get(recv.data(), i, t) != input(root, i, t, DTRAIN_SUM)) {
+            res.bad(fmt::format("rank {} of {}: broadcast {} root {} count {}: [{}] wrong", r, n, dtype_name(t), root,
+                                count, i));
+            break;
+          }
+      }
+    }
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{1000}, std::size_t{70001}}) {
+      send.assign(count * esz, 0);
+      recv.assign(count * esz * static_cast<std::size_t>(n), 0);
+      for (std::size_t i = 0; i < count; ++i) put(send.data(), i, t, input(r, i, t, DTRAIN_SUM));
+      const bool in_place = count == 1000;
+      if (in_place) std::memcpy(recv.data() + static_cast<std::size_t>(r) * count * esz, send.data(), count * esz);
+      comm.allgather(in_place ? recv.data() + static_cast<std::size_t>(r) * count * esz : send.data(), recv.data(),
+                     count, t);
+      for (int j = 0; j < n; ++j)
+        for (std::size_t i = 0; i < count; ++i)
+          if (get(recv.data(), static_cast<std::size_t>(j) * count + i, t) != input(j, i, t, DTRAIN_SUM)) {
+            res.bad(fmt::format("rank {} of {}: allgather {} count {}: block {} [{}] wrong", r, n, dtype_name(t),
+                                count, j, i));
+            j = n;
+            break;
+          }
+    }
+  }
+  comm.barrier();
+}
+
+void run_matrix(const World& w) {
+  Results res;
+  auto errors = run_ranks(w, [&](Communicator& c, int r) { matrix(c, r, res); });
+  for (int r = 0; r < w.size; ++r) CHECK_MESSAGE(errors[static_cast<std::size_t>(r)].empty(), "rank ", r, ": ",
+                                                 errors[static_cast<std::size_t>(r)]);
+  for (auto& s : res.wrong) FAIL_CHECK(s);
+  int differing = 0;
+  for (auto& [name, hs] : res.hashes)
+    for (auto h : hs)
+      if (h != hs[0] && differing++ < 5) FAIL_CHECK("ranks disagree bitwise on ", name);
+  CHECK(differing == 0);
+}
+
+}  // namespace
+
+TEST_SUITE("collectives::comm") {
+  TEST_CASE("shared memory: world sizes 1-8") {
+    for (int n = 1; n <= 8; ++n) {
+      CAPTURE(n);
+      World w;
+      w.size = n;
+      w.slot_bytes = 64 * 1024;  // several pipelined rounds already at moderate counts
+      run_matrix(w);
+    }
+  }
+
+  TEST_CASE("tcp: world sizes 2-8") {
+    for (int n : {2, 3, 4, 5, 8}) {
+      CAPTURE(n);
+      World w;
+      w.size = n;
+      w.transport = "tcp";
+      run_matrix(w);
+    }
+  }
+
+  TEST_CASE("hierarchical: several nodes with several ranks each") {
+    for (auto [n, local] : {std::pair{4, 2}, std::pair{6, 3}, std::pair{6, 2}}) {
+      CAPTURE(n);
+      CAPTURE(local);
+      World w;
+      w.size = n;
+      w.local_size = local;
+      run_matrix(w);
+    }
+  }
+}
