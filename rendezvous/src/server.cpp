@@ -456,7 +456,7 @@ struct Server::Impl {
         remove_joiner(s, n);
       }
       send_error(c, ErrorCode::timeout,
-                 fmt::format("join timed out after {} s: {} of {} nodes joined; {}", ms / 1000, joined, instances, text));
+                 fmt::format("join timed out after {:g} s: {} of {} nodes joined; {}", double(ms) / 1000.0, joined, instances, text));
       return;
     }
     if (p == Park::leave && s != nullptr) {
@@ -465,7 +465,7 @@ struct Server::Impl {
         if (!n->left) missing.push_back(fmt::format("node {} ({})", n->rank, n->host));
       unpark(c);
       send_error(c, ErrorCode::timeout,
-                 fmt::format("exit barrier timed out after {} s: {} of {} nodes finished; missing: {}", ms / 1000,
+                 fmt::format("exit barrier timed out after {:g} s: {} of {} nodes finished; missing: {}", double(ms) / 1000.0,
                              s->left, s->instances, list_text(missing)));
       return;
     }
@@ -761,22 +761,24 @@ struct Server::Impl {
 
   // ---------- node coordination ----------
 
-  std::string join_missing_text(const Scope& s) const {
-    std::vector<std::string> missing, joined;
+  // "node 2, node 3" or, when some nodes joined without a fixed rank, "1 more node(s) (ranks not taken: 2)".
+  static std::string missing_short(const Scope& s, std::size_t cap = 8) {
+    std::vector<std::string> missing;
     int autos = 0;
-    for (const auto& n : s.nodes) {
+    for (const auto& n : s.nodes)
       if (n->requested < 0) ++autos;
-      joined.push_back(n->requested >= 0 ? fmt::format("node {} on {}", n->requested, n->host) : n->host);
-    }
     for (int r = 0; r < int(s.by_rank.size()); ++r)
       if (s.by_rank[std::size_t(r)] == nullptr) missing.push_back(fmt::format("node {}", r));
-    std::string out;
-    if (autos == 0)
-      out = fmt::format("missing: {}", list_text(missing));
-    else
-      out = fmt::format("missing: {} more node(s) (ranks not taken: {})", s.instances - int(s.nodes.size()),
-                        list_text(missing));
-    return out + fmt::format(" (joined: {})", joined.empty() ? std::string("none") : list_text(joined));
+    if (autos == 0) return list_text(missing, cap);
+    return fmt::format("{} more node(s) (ranks not taken: {})", s.instances - int(s.nodes.size()), list_text(missing, cap));
+  }
+
+  static std::string join_missing_text(const Scope& s) {
+    std::vector<std::string> joined;
+    for (const auto& n : s.nodes)
+      joined.push_back(n->requested >= 0 ? fmt::format("node {} on {}", n->requested, n->host) : n->host);
+    return fmt::format("missing: {} (joined: {})", missing_short(s, 32),
+                       joined.empty() ? std::string("none") : list_text(joined, 32));
   }
 
   void remove_joiner(Scope* s, Node* n) {
@@ -1041,7 +1043,7 @@ struct Server::Impl {
       if (!s->closed && !s->joiners.empty() && now - s->last_progress >= kProgressEvery) {
         s->last_progress = now;
         Bytes out;
-        wire::encode(Frame(Op::progress).i64(std::int64_t(s->nodes.size())).i64(s->instances).str(join_missing_text(*s)), out);
+        wire::encode(Frame(Op::progress).i64(std::int64_t(s->nodes.size())).i64(s->instances).str(missing_short(*s)), out);
         auto shared = std::make_shared<const Bytes>(std::move(out));
         for (Conn* w : s->joiners) send_bytes(w, {}, shared);
       }

@@ -1,0 +1,140 @@
+#pragma once
+// NodeSession: one agent's membership in a multi-node job, driven by the agent.
+//
+//   NodeSession s(opts);                       // nothing happens yet
+//   JoinResult r = s.join(progress);           // blocks until `instances` nodes joined (or throws)
+//   s.start_monitoring(on_event);              // heartbeat + watcher threads
+//   ... spawn workers with r (ranks, MASTER_ADDR/PORT) ...
+//   s.set_local_state("running", n, 0, restarts);   // any thread; carried by the next heartbeat
+//   on a local worker failure: s.report_failure(rank, code, sig, last_lines);
+//   on_event(e) fires on EVERY node (the reporter included) for the failure or a lost node:
+//     stop workers; then either s.rejoin(generation + 1, progress) or exit with e as root cause.
+//   on success: s.finish(timeout);             // exit barrier: returns once every node finished
+//
+// Protocol (server side in server.cpp, docs/wire-protocol.md): the join uses its own connection,
+// which stays the node's session (heartbeats, reports, exit barrier); a second connection blocks in
+// `watch` so a job event reaches every agent at once. An agent whose session connection closes
+// without finishing, or that misses heartbeats for heartbeat_timeout, is declared lost by the server
+// and every agent's watcher wakes with a "lost" event. If this agent loses the server itself, it gets
+// a synthetic "lost" event with node -1 naming the rendezvous.
+//
+// Threading: join(), rejoin(), finish() and the destructor belong to one controlling thread (the
+// agent's). report_failure(), set_local_state(), root_cause(), result() are thread-safe. Callbacks:
+// `progress` runs on the thread that called join()/rejoin(); `on_event` runs on the session's watcher
+// thread, at most once per event, never while an internal lock is held: bridge it into a libuv loop
+// with uv_async_send. Do not call join()/rejoin()/finish() or destroy the session from inside a callback.
+//
+// Errors: join/rejoin throw TimeoutError (barrier not complete; the message names missing node ranks
+// and the hosts that joined), JoinError (duplicate node rank, too many nodes, spec mismatch),
+// AuthError, IoError. finish() throws TimeoutError naming the nodes that never finished, or IoError
+// when a node was lost before the exit barrier.
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dtrain/rendezvous/client.hpp"
+#include "dtrain/rendezvous/records.hpp"
+
+namespace dtrain::rdzv {
+
+struct NodeSessionOptions {
+  ClientOptions store;            // endpoint, token, run id, generation of the first join
+  std::string host;               // this node's host name (shown in tables and errors)
+  int node_rank = -1;             // from discovery; -1: the server assigns one
+  int slots = 1;                  // local workers
+  int instances = 1;              // nodes the job expects
+  std::string spec_hash;          // every node must present the same (command, cluster, ...)
+  int master_port = 0;            // MASTER_PORT proposed if this node becomes node 0; 0: a free port
+  std::string advertise_addr;     // MASTER_ADDR if node 0; empty: our address on the store connection
+  std::chrono::milliseconds join_timeout{600000};
+  std::chrono::milliseconds heartbeat_interval{5000};
+  std::chrono::milliseconds heartbeat_timeout{15000};  // 0: never declare a node lost for silence
+  bool fetch_table = true;        // also fetch the full rank table after the barrier
+};
+
+struct JoinResult {
+  JoinReply self;                 // node rank, world size, rank offset, MASTER_ADDR/PORT
+  std::vector<NodeEntry> table;   // every node by rank (when fetch_table)
+  int generation = 0;
+  std::string local_address;      // our IP toward the store (DTRAIN_LOCAL_ADDR)
+};
+
+struct JoinProgress {
+  int joined = 0;
+  int instances = 0;
+  std::string missing;            // "node 2", "1 more node(s)", ...
+  std::chrono::milliseconds elapsed{0};
+  std::chrono::milliseconds timeout{0};
+  // "waiting for nodes 2/3 (missing: node 2) 12 s / 600 s"
+  std::string line() const;
+};
+
+using ProgressFn = std::function<void(const JoinProgress&)>;
+using EventFn = std::function<void(const Event&)>;
+
+class NodeSession {
+ public:
+  explicit NodeSession(NodeSessionOptions opts);
+  ~NodeSession();  // stops the threads and closes the connections (no exit barrier)
+  NodeSession(const NodeSession&) = delete;
+  NodeSession& operator=(const NodeSession&) = delete;
+
+  JoinResult join(const ProgressFn& progress = {});
+  // Stops monitoring, then joins again under `generation` (g+1 after a failure) with a fresh
+  // MASTER_PORT proposal: keys of the old generation are invisible to the new one.
+  JoinResult rejoin(int generation, const ProgressFn& progress = {});
+  // Heartbeats every heartbeat_interval and watches job events; on_event as described above.
+  void start_monitoring(EventFn on_event);
+  void stop_monitoring();
+
+  void set_local_state(std::string state, int running, int exited, int restarts);
+  // Reports a failed worker; every agent (this one too) then sees a "failure" event.
+  void report_failure(int rank, int exit_code, int signal, const std::string& message);
+  // Exit barrier; on success the node is "done" and its disconnect is not a loss.
+  void finish(std::chrono::milliseconds timeout);
+
+  // The first fatal event seen by this session in the current generation.
+  std::optional<Event> root_cause() const;
+  JoinResult result() const;
+  // A store connection in this node's (run id, generation) scope, e.g. for the agent's own keys.
+  TcpStore& store();
+
+ private:
+  void heartbeat_loop();
+  void watch_loop();
+  void emit(const Event& e);
+  void close_all();
+
+  NodeSessionOptions opts_;
+  std::unique_ptr<TcpStore> session_;
+  std::unique_ptr<TcpStore> watcher_;
+  std::thread hb_thread_, watch_thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool finished_ = false;
+  std::string state_ = "joined";
+  int running_ = 0, exited_ = 0, restarts_ = 0;
+  JoinResult result_;
+  std::optional<Event> root_;
+  std::int64_t last_seq_ = 0;
+  bool server_lost_emitted_ = false;
+  EventFn on_event_;
+  std::mutex emit_mu_;
+};
+
+// `dtrain status`: the run ids the server knows (with at least one joined node).
+std::vector<std::string> list_runs(const ClientOptions& opts);
+// The node table of `run_id` (latest generation).
+RunStatus query_status(const ClientOptions& opts, const std::string& run_id);
+
+// A free TCP port on `addr` (bind to port 0, read it, close): the MASTER_PORT proposal.
+int pick_free_port(const std::string& addr);
+
+}  // namespace dtrain::rdzv

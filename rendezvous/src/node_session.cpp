@@ -1,0 +1,309 @@
+// NodeSession: the agent's side of the join barrier, heartbeats, job events and exit barrier.
+#include "dtrain/rendezvous/node_session.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/log.hpp"
+
+namespace dtrain::rdzv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using wire::Frame;
+using wire::Op;
+
+constexpr milliseconds kGrace{15000};
+constexpr milliseconds kWatchSlice{30000};
+constexpr milliseconds kOpTimeout{60000};
+
+}  // namespace
+
+std::string JoinProgress::line() const {
+  return fmt::format("waiting for nodes {}/{} (missing: {}) {} s / {} s", joined, instances, missing,
+                     elapsed.count() / 1000, timeout.count() / 1000);
+}
+
+int pick_free_port(const std::string& addr) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (::inet_pton(AF_INET6, addr.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    len = sizeof *v6;
+  } else {
+    v4->sin_family = AF_INET;
+    if (::inet_pton(AF_INET, addr.c_str(), &v4->sin_addr) != 1) v4->sin_addr.s_addr = htonl(INADDR_ANY);
+    len = sizeof *v4;
+  }
+  int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw IoError(fmt::format("cannot pick a free port: socket: {}", errno_text(errno)));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw IoError(fmt::format("cannot pick a free port on {}: {}", addr, errno_text(e)));
+  }
+  ::close(fd);
+  return ss.ss_family == AF_INET6 ? ntohs(v6->sin6_port) : ntohs(v4->sin_port);
+}
+
+NodeSession::NodeSession(NodeSessionOptions opts) : opts_(std::move(opts)) {
+  if (opts_.instances < 1) throw ConfigError(fmt::format("instances {} must be at least 1", opts_.instances));
+  if (opts_.node_rank >= opts_.instances)
+    throw ConfigError(fmt::format("node rank {} is out of range for {} nodes (0-{})", opts_.node_rank, opts_.instances,
+                                  opts_.instances - 1));
+  if (opts_.heartbeat_timeout.count() > 0 && opts_.heartbeat_timeout <= opts_.heartbeat_interval)
+    throw ConfigError(fmt::format("heartbeat timeout ({} ms) must be longer than the heartbeat interval ({} ms)",
+                                  opts_.heartbeat_timeout.count(), opts_.heartbeat_interval.count()));
+}
+
+NodeSession::~NodeSession() { close_all(); }
+
+JoinResult NodeSession::join(const ProgressFn& progress) {
+  ClientOptions co = opts_.store;
+  if (co.client_name.empty()) co.client_name = fmt::format("agent {}", opts_.host);
+  auto conn = connect_store(co);
+  std::string local = conn->local_address();
+  std::string advertise = opts_.advertise_addr.empty() ? local : opts_.advertise_addr;
+  int mport = opts_.master_port > 0 ? opts_.master_port : pick_free_port(advertise);
+  Frame req(Op::join);
+  req.str(opts_.host)
+      .i64(opts_.node_rank)
+      .i64(opts_.slots)
+      .i64(opts_.instances)
+      .str(opts_.spec_hash)
+      .i64(mport)
+      .str(advertise)
+      .i64(opts_.heartbeat_timeout.count())
+      .i64(opts_.join_timeout.count());
+  auto start = Clock::now();
+  auto on_progress = [&](const Frame& f) {
+    if (!progress) return;
+    JoinProgress p;
+    p.joined = int(f.i64_at(0));
+    p.instances = int(f.i64_at(1));
+    p.missing = std::string(f.str_at(2));
+    p.elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+    p.timeout = opts_.join_timeout;
+    progress(p);
+  };
+  JoinResult r;
+  try {
+    Frame reply = conn->call(req, opts_.join_timeout + kGrace, on_progress);
+    r.self = unpack_join_reply(reply.bytes_at(0));
+    if (opts_.fetch_table) {
+      Frame t = conn->call(Frame(Op::table), kOpTimeout);
+      r.table.reserve(t.args.size());
+      for (const auto& a : t.args) r.table.push_back(unpack_node_entry(a));
+    }
+  } catch (const wire::ProtocolError& e) {
+    throw IoError(fmt::format("rendezvous {}: bad join reply: {}", conn->endpoint(), e.what()));
+  }
+  r.generation = co.generation;
+  r.local_address = local;
+  {
+    std::lock_guard lock(mu_);
+    session_ = std::move(conn);
+    result_ = r;
+    root_.reset();
+    last_seq_ = 0;
+    finished_ = false;
+    server_lost_emitted_ = false;
+  }
+  DTRAIN_INFO(rdzv, "joined run '{}' generation {} as node {} of {} (world size {}, master {}:{})", co.run_id,
+              co.generation, r.self.node_rank, r.self.nnodes, r.self.world_size, r.self.master_addr, r.self.master_port);
+  return r;
+}
+
+JoinResult NodeSession::rejoin(int generation, const ProgressFn& progress) {
+  close_all();
+  opts_.store.generation = generation;
+  return join(progress);
+}
+
+void NodeSession::start_monitoring(EventFn on_event) {
+  DTRAIN_CHECK(session_ != nullptr, "start_monitoring before join");
+  stop_monitoring();
+  ClientOptions co = opts_.store;
+  co.client_name = fmt::format("watcher {}", opts_.host);
+  watcher_ = connect_store(co);
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = false;
+    on_event_ = std::move(on_event);
+  }
+  watch_thread_ = std::thread([this] { watch_loop(); });
+  hb_thread_ = std::thread([this] { heartbeat_loop(); });
+}
+
+void NodeSession::stop_monitoring() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (watcher_) watcher_->close();
+  if (hb_thread_.joinable()) hb_thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
+  watcher_.reset();
+}
+
+void NodeSession::close_all() {
+  stop_monitoring();
+  std::lock_guard lock(mu_);
+  session_.reset();
+}
+
+void NodeSession::set_local_state(std::string state, int running, int exited, int restarts) {
+  std::lock_guard lock(mu_);
+  state_ = std::move(state);
+  running_ = running;
+  exited_ = exited;
+  restarts_ = restarts;
+}
+
+void NodeSession::report_failure(int rank, int exit_code, int signal, const std::string& message) {
+  TcpStore* s;
+  int node;
+  {
+    std::lock_guard lock(mu_);
+    s = session_.get();
+    node = result_.self.node_rank;
+  }
+  DTRAIN_CHECK(s != nullptr, "report_failure before join");
+  s->call(Frame(Op::report).i64(node).i64(rank).i64(exit_code).i64(signal).str(message.substr(0, 4000)), kOpTimeout);
+}
+
+void NodeSession::finish(milliseconds timeout) {
+  DTRAIN_CHECK(session_ != nullptr, "finish before join");
+  {
+    std::lock_guard lock(mu_);
+    finished_ = true;  // from now on losing the server is expected (node 0 stops it)
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (hb_thread_.joinable()) hb_thread_.join();
+  session_->call(Frame(Op::leave).i64(timeout.count()), timeout + kGrace);
+}
+
+std::optional<Event> NodeSession::root_cause() const {
+  std::lock_guard lock(mu_);
+  return root_;
+}
+
+JoinResult NodeSession::result() const {
+  std::lock_guard lock(mu_);
+  return result_;
+}
+
+TcpStore& NodeSession::store() {
+  DTRAIN_CHECK(session_ != nullptr, "store() before join");
+  return *session_;
+}
+
+void NodeSession::emit(const Event& e) {
+  std::lock_guard serial(emit_mu_);
+  EventFn fn;
+  {
+    std::lock_guard lock(mu_);
+    if (e.seq > 0) {
+      if (e.seq <= last_seq_) return;
+      last_seq_ = e.seq;
+    } else {
+      if (server_lost_emitted_ || finished_) return;
+      server_lost_emitted_ = true;
+    }
+    if (!root_ && (e.kind == "failure" || e.kind == "lost")) root_ = e;
+    fn = on_event_;
+  }
+  if (fn) {
+    try {
+      fn(e);
+    } catch (const std::exception& ex) {
+      DTRAIN_WARN(rdzv, "job event callback threw: {}", ex.what());
+    }
+  }
+}
+
+void NodeSession::heartbeat_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait_for(lock, opts_.heartbeat_interval, [&] { return stopping_; });
+    if (stopping_) return;
+    Frame hb(Op::heartbeat);
+    hb.str(state_).i64(running_).i64(exited_).i64(restarts_);
+    TcpStore* s = session_.get();
+    lock.unlock();
+    try {
+      s->call(hb, kOpTimeout);
+    } catch (const Error& e) {
+      lock.lock();
+      if (stopping_) return;
+      lock.unlock();
+      Event ev;
+      ev.kind = "lost";
+      ev.node = -1;
+      ev.host = s->endpoint();
+      ev.message = fmt::format("heartbeat to the rendezvous failed: {}", e.what());
+      emit(ev);
+      return;
+    }
+    lock.lock();
+  }
+}
+
+void NodeSession::watch_loop() {
+  TcpStore* w = watcher_.get();
+  for (;;) {
+    std::int64_t after;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      after = last_seq_;
+    }
+    try {
+      Frame r = w->call(Frame(Op::watch).i64(after).i64(kWatchSlice.count()), kWatchSlice + kGrace);
+      emit(unpack_event(r.bytes_at(0)));
+    } catch (const TimeoutError&) {
+      continue;
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_) return;
+      }
+      Event ev;
+      ev.kind = "lost";
+      ev.node = -1;
+      ev.host = w->endpoint();
+      ev.message = fmt::format("lost the connection to the rendezvous: {}", e.what());
+      emit(ev);
+      return;
+    }
+  }
+}
+
+std::vector<std::string> list_runs(const ClientOptions& opts) {
+  auto s = connect_store(opts);
+  Frame r = s->call(Frame(Op::list_runs), kOpTimeout);
+  std::vector<std::string> out;
+  for (const auto& a : r.args) out.push_back(to_string(a));
+  return out;
+}
+
+RunStatus query_status(const ClientOptions& opts, const std::string& run_id) {
+  auto s = connect_store(opts);
+  Frame r = s->call(Frame(Op::status).str(run_id), kOpTimeout);
+  try {
+    return unpack_run_status(r.bytes_at(0));
+  } catch (const wire::ProtocolError& e) {
+    throw IoError(fmt::format("rendezvous {}: bad status reply: {}", s->endpoint(), e.what()));
+  }
+}
+
+}  // namespace dtrain::rdzv

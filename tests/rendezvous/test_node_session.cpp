@@ -1,0 +1,285 @@
+// Node coordination over real loopback sockets: join barrier and rank table, named join errors,
+// timeouts that name the missing nodes, heartbeats and lost nodes, failure fan-out, restarts under
+// a new generation, exit barrier and status. Nodes are threads, each with its own NodeSession.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
+#include "helpers.hpp"
+
+using namespace rt;
+using namespace dtrain::rdzv;
+using dtrain::IoError;
+using dtrain::TimeoutError;
+
+namespace {
+
+NodeSessionOptions node_opts(const TestServer& srv, int instances, int rank, const std::string& host, int slots = 2) {
+  NodeSessionOptions o;
+  o.store = srv.client("job", 0);
+  o.host = host;
+  o.node_rank = rank;
+  o.slots = slots;
+  o.instances = instances;
+  o.spec_hash = "hash-1";
+  o.join_timeout = 20s;
+  o.heartbeat_interval = 100ms;
+  o.heartbeat_timeout = 1500ms;
+  return o;
+}
+
+// Collects job events from the watcher thread.
+struct Events {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Event> got;
+  EventFn fn() {
+    return [this](const Event& e) {
+      std::lock_guard lock(mu);
+      got.push_back(e);
+      cv.notify_all();
+    };
+  }
+  std::optional<Event> wait(std::chrono::milliseconds t) {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, t, [&] { return !got.empty(); })) return std::nullopt;
+    return got.front();
+  }
+};
+
+// Joins `n` sessions concurrently; returns their results in the order of `opts`.
+std::vector<JoinResult> join_all(std::vector<std::unique_ptr<NodeSession>>& sessions) {
+  std::vector<std::future<JoinResult>> fs;
+  for (auto& s : sessions) fs.push_back(std::async(std::launch::async, [&s] { return s->join(); }));
+  std::vector<JoinResult> out;
+  for (auto& f : fs) out.push_back(f.get());
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("rendezvous::node_session") {
+  TEST_CASE("join barrier hands every node the rank table") {
+    TestServer srv;
+    std::vector<std::unique_ptr<NodeSession>> s;
+    s.push_back(std::make_unique<NodeSession>(node_opts(srv, 4, 2, "h2", 3)));
+    s.push_back(std::make_unique<NodeSession>(node_opts(srv, 4, -1, "hx", 1)));
+    s.push_back(std::make_unique<NodeSession>(node_opts(srv, 4, 0, "h0", 2)));
+    auto o = node_opts(srv, 4, 3, "h3", 4);
+    s.push_back(std::make_unique<NodeSession>(o));
+    auto r = join_all(s);
+    // node 1 is the one without a fixed rank
+    CHECK(r[0].self.node_rank == 2);
+    CHECK(r[1].self.node_rank == 1);
+    CHECK(r[2].self.node_rank == 0);
+    CHECK(r[3].self.node_rank == 3);
+    for (auto& x : r) {
+      CHECK(x.self.nnodes == 4);
+      CHECK(x.self.world_size == 10);
+      CHECK(x.self.master_addr == "127.0.0.1");
+      CHECK(x.self.master_port == r[0].self.master_port);
+      CHECK(x.self.master_port > 0);
+      REQUIRE(x.table.size() == 4);
+      CHECK(x.local_address == "127.0.0.1");
+    }
+    CHECK(r[2].self.rank_offset == 0);
+    CHECK(r[1].self.rank_offset == 2);
+    CHECK(r[0].self.rank_offset == 3);
+    CHECK(r[3].self.rank_offset == 6);
+    CHECK(r[0].table[1].host == "hx");
+    CHECK(r[0].table[3].slots == 4);
+
+    auto st = query_status(srv.client("job"), "job");
+    CHECK(st.closed);
+    CHECK(st.world_size == 10);
+    REQUIRE(st.nodes.size() == 4);
+    CHECK(st.nodes[0].host == "h0");
+    CHECK(st.nodes[3].state == "joined");
+    auto runs = list_runs(srv.client(""));
+    CHECK(std::find(runs.begin(), runs.end(), "job") != runs.end());
+  }
+
+  TEST_CASE("named join errors") {
+    TestServer srv;
+    auto first = std::make_unique<NodeSession>(node_opts(srv, 2, 0, "h0"));
+    auto fut = std::async(std::launch::async, [&] { return first->join(); });
+    // wait until node 0 is in
+    for (int i = 0; i < 200; ++i) {
+      if (query_status(srv.client("job"), "job").joined == 1) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    SUBCASE("duplicate node rank") {
+      NodeSession dup(node_opts(srv, 2, 0, "h0b"));
+      CHECK_THROWS_WITH_AS(dup.join(), doctest::Contains("duplicate node rank 0"), JoinError);
+    }
+    SUBCASE("different instance count") {
+      NodeSession bad(node_opts(srv, 3, 1, "h1"));
+      CHECK_THROWS_WITH_AS(bad.join(), doctest::Contains("spec mismatch"), JoinError);
+    }
+    SUBCASE("different spec hash") {
+      auto o = node_opts(srv, 2, 1, "h1");
+      o.spec_hash = "hash-2";
+      NodeSession bad(o);
+      try {
+        bad.join();
+        FAIL("join succeeded");
+      } catch (const JoinError& e) {
+        CHECK(e.code == wire::ErrorCode::spec_mismatch);
+        CHECK(std::string(e.what()).find("hash-2") != std::string::npos);
+      }
+    }
+    NodeSession second(node_opts(srv, 2, 1, "h1"));
+    auto r1 = second.join();
+    auto r0 = fut.get();
+    CHECK(r0.self.node_rank == 0);
+    CHECK(r1.self.node_rank == 1);
+    SUBCASE("too many nodes") {}
+    NodeSession extra(node_opts(srv, 2, -1, "h9"));
+    CHECK_THROWS_WITH_AS(extra.join(), doctest::Contains("too many nodes"), JoinError);
+    NodeSession out_of_range_ok(node_opts(srv, 2, -1, "h8"));
+    CHECK_THROWS_AS(NodeSession(node_opts(srv, 2, 5, "h5")), dtrain::ConfigError);
+  }
+
+  TEST_CASE("join timeout names the missing nodes, with live progress") {
+    TestServer srv;
+    std::vector<std::string> lines;
+    std::mutex mu;
+    auto run = [&](int rank, std::string host) {
+      auto o = node_opts(srv, 3, rank, host);
+      o.join_timeout = 1600ms;
+      NodeSession s(o);
+      try {
+        s.join([&](const JoinProgress& p) {
+          std::lock_guard lock(mu);
+          lines.push_back(p.line());
+        });
+        return std::string("joined");
+      } catch (const TimeoutError& e) {
+        return std::string(e.what());
+      }
+    };
+    auto a = std::async(std::launch::async, run, 0, "h0");
+    auto b = std::async(std::launch::async, run, 1, "h1");
+    std::string ea = a.get(), eb = b.get();
+    // The first node to time out sees both others' state; the second sees one node fewer.
+    const std::string& first = ea.find("2 of 3") != std::string::npos ? ea : eb;
+    const std::string& second = &first == &ea ? eb : ea;
+    MESSAGE(first);
+    MESSAGE(second);
+    CHECK(first.find("join timed out after 1.6 s: 2 of 3 nodes joined; missing: node 2 (joined: node") != std::string::npos);
+    CHECK(first.find("node 0 on h0") != std::string::npos);
+    CHECK(first.find("node 1 on h1") != std::string::npos);
+    CHECK(second.find("1 of 3 nodes joined") != std::string::npos);
+    CHECK(second.find("node 2") != std::string::npos);
+    std::lock_guard lock(mu);
+    REQUIRE_FALSE(lines.empty());
+    CHECK(lines.front().find("waiting for nodes 2/3 (missing: node 2)") != std::string::npos);
+    CHECK(lines.front().find("/ 1 s") != std::string::npos);
+  }
+
+  TEST_CASE("a silent agent is declared lost and every agent hears it") {
+    TestServer srv;
+    std::vector<std::unique_ptr<NodeSession>> s;
+    for (int i = 0; i < 3; ++i) s.push_back(std::make_unique<NodeSession>(node_opts(srv, 3, i, "h" + std::to_string(i))));
+    join_all(s);
+    Events e0, e1;
+    s[0]->start_monitoring(e0.fn());
+    s[1]->start_monitoring(e1.fn());
+    // node 2 never heartbeats
+    auto ev = e0.wait(15s);
+    REQUIRE(ev);
+    CHECK(ev->kind == "lost");
+    CHECK(ev->node == 2);
+    CHECK(ev->host == "h2");
+    CHECK(ev->message.find("no heartbeat") != std::string::npos);
+    CHECK(ev->root_cause);
+    auto ev1 = e1.wait(15s);
+    REQUIRE(ev1);
+    CHECK(ev1->node == 2);
+    CHECK(s[0]->root_cause()->node == 2);
+    auto st = query_status(srv.client("job"), "job");
+    CHECK(st.nodes[2].state == "lost");
+    CHECK(st.root_cause.find("node 2 (h2) lost") != std::string::npos);
+  }
+
+  TEST_CASE("a killed agent (connection closed) is lost at once") {
+    TestServer srv;
+    std::vector<std::unique_ptr<NodeSession>> s;
+    for (int i = 0; i < 2; ++i) {
+      auto o = node_opts(srv, 2, i, "h" + std::to_string(i));
+      o.heartbeat_timeout = 0ms;  // only the closed connection can reveal it
+      s.push_back(std::make_unique<NodeSession>(o));
+    }
+    join_all(s);
+    Events e0;
+    s[0]->start_monitoring(e0.fn());
+    s[1].reset();
+    auto ev = e0.wait(15s);
+    REQUIRE(ev);
+    CHECK(ev->kind == "lost");
+    CHECK(ev->node == 1);
+    CHECK(ev->message.find("closed") != std::string::npos);
+  }
+
+  TEST_CASE("a failure stops every node, then all re-join under generation g+1") {
+    TestServer srv;
+    std::vector<std::unique_ptr<NodeSession>> s;
+    for (int i = 0; i < 3; ++i) s.push_back(std::make_unique<NodeSession>(node_opts(srv, 3, i, "h" + std::to_string(i))));
+    join_all(s);
+    s[0]->store().set("nccl/id", as_bytes("gen0"));
+    std::vector<Events> ev(3);
+    for (int i = 0; i < 3; ++i) s[std::size_t(i)]->start_monitoring(ev[std::size_t(i)].fn());
+    s[1]->set_local_state("running", 2, 0, 0);
+    s[1]->report_failure(3, 7, 0, "Traceback: boom");
+    for (auto& e : ev) {
+      auto got = e.wait(15s);
+      REQUIRE(got);
+      CHECK(got->kind == "failure");
+      CHECK(got->node == 1);
+      CHECK(got->rank == 3);
+      CHECK(got->exit_code == 7);
+      CHECK(got->root_cause);
+      CHECK(describe_event(*got) == "node 1 (h1): rank 3 exited with code 7: Traceback: boom");
+    }
+    std::vector<std::future<JoinResult>> fs;
+    for (auto& x : s) fs.push_back(std::async(std::launch::async, [&x] { return x->rejoin(1); }));
+    for (auto& f : fs) {
+      auto r = f.get();
+      CHECK(r.generation == 1);
+      CHECK(r.self.world_size == 6);
+    }
+    CHECK_THROWS_AS(s[2]->store().get("nccl/id", 200ms), TimeoutError);
+    CHECK_FALSE(s[0]->root_cause().has_value());
+    CHECK(query_status(srv.client("job"), "job").generation == 1);
+  }
+
+  TEST_CASE("exit barrier") {
+    TestServer srv;
+    std::vector<std::unique_ptr<NodeSession>> s;
+    for (int i = 0; i < 3; ++i) s.push_back(std::make_unique<NodeSession>(node_opts(srv, 3, i, "h" + std::to_string(i))));
+    join_all(s);
+    for (auto& x : s) x->start_monitoring({});
+    SUBCASE("everyone finishes") {
+      std::vector<std::future<void>> fs;
+      for (auto& x : s) fs.push_back(std::async(std::launch::async, [&x] { x->finish(20s); }));
+      for (auto& f : fs) CHECK_NOTHROW(f.get());
+      auto st = query_status(srv.client("job"), "job");
+      for (auto& n : st.nodes) CHECK(n.state == "done");
+      s.clear();  // disconnects after the exit barrier are not losses
+      CHECK(query_status(srv.client("job"), "job").root_cause.empty());
+    }
+    SUBCASE("a node that never finishes is named") {
+      auto f0 = std::async(std::launch::async, [&] { s[0]->finish(800ms); });
+      auto f1 = std::async(std::launch::async, [&] { s[1]->finish(800ms); });
+      CHECK_THROWS_WITH_AS(f0.get(), doctest::Contains("node 2 (h2)"), TimeoutError);
+      CHECK_THROWS_AS(f1.get(), TimeoutError);
+    }
+  }
+}
