@@ -1,6 +1,7 @@
 #include "dtrain/agent/agent.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -20,6 +21,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
+#include "dtrain/rendezvous/server.hpp"
 #include "uv_handle.hpp"
 
 namespace dtrain::agent {
@@ -143,6 +145,7 @@ struct Agent::Impl {
   AgentOptions opt;
   AgentHooks hooks;
   AgentResult result;
+  std::unique_ptr<rdzv::Server> store;  // the embedded standalone store (embed_store)
 
   uv_loop_t loop{};
   bool loop_inited = false;
@@ -190,11 +193,13 @@ struct Agent::Impl {
 
   Impl(AgentOptions o, AgentHooks h) : opt(std::move(o)), hooks(std::move(h)) {}
   ~Impl();
+  void close_loop();
 
   // -- setup
   int run();
   void prepare();
   void start_guardian();
+  void start_store();
   void guardian_send(char op, long pgid);
 
   // -- state machine
@@ -267,7 +272,17 @@ void exit_cb(uv_process_t* p, std::int64_t status, int term_signal) noexcept {
 // ---- setup ----------------------------------------------------------------------------------
 
 Agent::Impl::~Impl() {
-  if (!loop_inited) return;
+  if (loop_inited) close_loop();
+  if (store) store->stop();
+  if (status_rd >= 0) ::close(status_rd);
+  if (status_wr >= 0) ::close(status_wr);
+  if (remove_run_dir && !run_dir.empty()) {
+    std::error_code ec;
+    fs::remove_all(run_dir, ec);
+  }
+}
+
+void Agent::Impl::close_loop() {
   // Exception path: nothing may survive us.
   for (auto& w : workers)
     if (w->live()) ::kill(-static_cast<pid_t>(w->exit.pid), SIGKILL);
@@ -295,12 +310,6 @@ Agent::Impl::~Impl() {
   uv_run(&loop, UV_RUN_DEFAULT);
   int rc = uv_loop_close(&loop);
   if (rc != 0) DTRAIN_WARN(agent, "libuv loop closed with handles left: {}", uv_strerror(rc));
-  if (status_rd >= 0) ::close(status_rd);
-  if (status_wr >= 0) ::close(status_wr);
-  if (remove_run_dir && !run_dir.empty()) {
-    std::error_code ec;
-    fs::remove_all(run_dir, ec);
-  }
 }
 
 void Agent::Impl::prepare() {
@@ -371,6 +380,30 @@ void Agent::Impl::prepare() {
   progress_on = opt.progress == 1 || (opt.progress == -1 && progress_tty);
 }
 
+void Agent::Impl::start_store() {
+  unsigned char raw[16];
+  std::size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw IoError(fmt::format("getrandom: {}", errno_text(errno)));
+    got += static_cast<std::size_t>(n);
+  }
+  std::string token;
+  for (unsigned char c : raw) token += fmt::format("{:02x}", c);
+  rdzv::ServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.token = token;
+  so.run_id = ctx.run_id;
+  store = std::make_unique<rdzv::Server>(so);
+  store->start();
+  ctx.store_addr = fmt::format("127.0.0.1:{}", store->port());
+  ctx.store_token = token;
+  ctx.local_addr = "127.0.0.1";
+  DTRAIN_DEBUG(agent, "standalone store on {}", ctx.store_addr);
+}
+
 void Agent::Impl::start_guardian() {
   int rc = guardian_in.init([&](uv_pipe_t* p) { return uv_pipe_init(&loop, p, 0); }, nullptr);
   if (rc < 0) throw IoError(fmt::format("uv_pipe_init: {}", uv_strerror(rc)));
@@ -437,6 +470,8 @@ int Agent::Impl::run() {
       return r.code;
     }
   }
+
+  if (opt.embed_store && opt.store_addr.empty()) start_store();
 
   int rc = uv_loop_init(&loop);
   if (rc < 0) throw IoError(fmt::format("uv_loop_init: {}", uv_strerror(rc)));
@@ -526,7 +561,9 @@ void Agent::Impl::spawn_all() {
   if (!remove_run_dir) {
     std::error_code ec;
     fs::create_directories(run_dir / fmt::format("attempt-{}", generation), ec);
-    if (ec) throw IoError(fmt::format("cannot create {}: {}", (run_dir / fmt::format("attempt-{}", generation)).string(), ec.message()));
+    fs::path attempt = run_dir / fmt::format("attempt-{}", generation);
+    if (ec) throw IoError(fmt::format("cannot create {}: {}", attempt.string(), ec.message()));
+    result.logs = attempt.string();
   }
   for (const auto& r : opt.plan.ranks) {
     if (r.node_rank != opt.plan.identity.node_rank) continue;

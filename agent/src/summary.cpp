@@ -50,13 +50,16 @@ std::string summary_text(const AgentResult& r) {
       s += fmt::format("    rank {} (local rank {}, pid {}): {}{}\n", w.rank, w.local_rank, w.pid, w.describe(),
                        w.stopped_by_agent ? " (stopped by dtrain)" : "");
   }
-  if (!r.run_dir.empty()) s += fmt::format("  run folder (plan.json, logs when output.log_dir is set): {}\n", r.run_dir);
+  if (!r.logs.empty())
+    s += fmt::format("  logs: {}/rank-R.{{out,err}}\n", r.logs);
+  else
+    s += "  logs: not kept (--log-dir DIR or output.log_dir keeps per-rank logs)\n";
   return s;
 }
 
 std::string summary_json(const AgentResult& r) {
   nlohmann::json j{{"exit_code", r.exit_code}, {"restarts", r.restarts}, {"reason", r.reason},
-                   {"run_dir", r.run_dir}};
+                   {"run_dir", r.run_dir}, {"logs", r.logs}};
   j["root_cause"] = r.root_cause ? exit_json(*r.root_cause) : nlohmann::json(nullptr);
   j["other_failures"] = nlohmann::json::array();
   for (const auto& w : r.other_failures) j["other_failures"].push_back(exit_json(w));

@@ -48,7 +48,9 @@ struct AgentOptions {
   int progress = -1;
   std::string self_exe;                   // dtrain binary for the __exec shim; "" : /proc/self/exe
   // Rendezvous store for the collectives bootstrap (DTRAIN_STORE_ADDR / _TOKEN / DTRAIN_LOCAL_ADDR).
-  std::string store_addr;                 // "" : not set in the worker env
+  // embed_store with no store_addr: the agent serves a store on 127.0.0.1 (free port, random token).
+  bool embed_store = false;
+  std::string store_addr;                 // "" and !embed_store: not set in the worker env
   std::string store_token;
   std::string local_addr = "127.0.0.1";
   std::optional<int> master_port;         // unset: a free port on this (master) node
@@ -101,7 +103,8 @@ struct AgentResult {
   std::optional<WorkerExit> root_cause;      // first failure of the last generation
   std::vector<WorkerExit> other_failures;
   std::string reason;                        // "", "interrupted by SIGINT", "max_runtime_s 5 passed", ...
-  std::string run_dir;                       // logs (when kept) and plan.json
+  std::string run_dir;                       // plan.json and, when kept, the logs
+  std::string logs;                          // the last attempt's log folder; "" when not kept
 };
 
 class Agent {
