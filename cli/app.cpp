@@ -63,7 +63,8 @@ void register_help(CLI::App& app, Runner& run) {
         target = next;
         path += " " + name;
       }
-      std::string text = target->help();
+      // App::help() would show the help of the chosen subcommand (this one); format the target's own.
+      std::string text = target->get_formatter()->make_help(target, path, CLI::AppFormatMode::Normal);
       std::fwrite(text.data(), 1, text.size(), stdout);
       if (target == &app) std::printf("\nSee dtrain(1) and, for a command, dtrain-<command>(1).\n");
       return exit_code::ok;
