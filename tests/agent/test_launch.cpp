@@ -1,0 +1,177 @@
+// `dtrain launch` through the real binary: job files, overrides, -- args, flags, exit statuses,
+// the embedded store, and no survivors when the launcher itself is SIGKILLed.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent_test_util.hpp"
+
+using namespace agent_test;
+
+namespace {
+
+struct Launch {
+  pid_t pid = -1;
+  int rc = -1;
+  std::string out, err;
+};
+
+// Starts `dtrain ARGS...` with stdout/stderr in files of t; cwd is t.
+pid_t start(const TempDir& t, const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {}) {
+  std::vector<std::string> env_strings = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "DTRAIN_TEST_GPUS=0",
+                                          "LC_ALL=C"};
+  for (const auto& [k, v] : extra_env) env_strings.push_back(k + "=" + v);
+  std::vector<std::string> argv_s = {DTRAIN_BIN};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::string out = t / "launch.out", err = t / "launch.err";
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int n = ::open("/dev/null", O_RDONLY);
+  ::dup2(o, 1);
+  ::dup2(e, 2);
+  ::dup2(n, 0);
+  if (::chdir(t.path.c_str()) != 0) _exit(126);
+  ::execve(argv[0], argv.data(), envp.data());
+  _exit(127);
+}
+
+Launch launch(const TempDir& t, const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+  Launch l;
+  l.pid = start(t, args, env);
+  l.rc = wait_child(l.pid, 120);
+  if (l.rc < 0) ::kill(l.pid, SIGKILL), wait_child(l.pid, 10);
+  l.out = slurp(t.path / "launch.out");
+  l.err = slurp(t.path / "launch.err");
+  return l;
+}
+
+std::string job(const TempDir& t, const std::string& script, int nproc, const std::string& more = "") {
+  std::string esc;
+  for (char c : script) {
+    if (c == '"' || c == '\\') esc += '\\';
+    esc += c;
+  }
+  std::string text = fmt::format(R"({{"command": ["sh", "-c", "{}", "sh"], "cluster": {{"procs_per_instance": {}}}{}}})",
+                                 esc, nproc, more);
+  write_file(t.path / "job.json", text);
+  return (t.path / "job.json").string();
+}
+
+}  // namespace
+
+TEST_SUITE("agent::launch") {
+  TEST_CASE("the built-in demo job runs ranked workers and exits 0") {
+    TempDir t;
+    auto l = launch(t, {"launch"});
+    CHECK(l.rc == 0);
+    CHECK(l.out.find("[0/0] rank 0 of") != std::string::npos);
+    CHECK(l.out.find("[0/1] rank 1 of") != std::string::npos);
+  }
+
+  TEST_CASE("exit code propagation, -- args, overrides and the summary") {
+    TempDir t;
+    auto j = job(t, "if [ \"$RANK\" = 2 ]; then echo \"failing with $1\" >&2; exit 3; fi; exec sleep 60", 2);
+    auto l = launch(t, {"launch", j, "--nproc-per-node", "4", "--grace", "2", "--summary-json", t / "s.json", "--", "arg-one"});
+    CHECK(l.rc == 3);
+    CHECK(l.err.find("[0/2] failing with arg-one") != std::string::npos);
+    CHECK(l.err.find("root cause: rank 2 (local rank 2") != std::string::npos);
+    CHECK(l.err.find("| failing with arg-one") != std::string::npos);
+    CHECK(slurp(t.path / "s.json").find("\"rank\": 2") != std::string::npos);
+  }
+
+  TEST_CASE("env from the binary: contract, spec env, embedded store, plan file") {
+    TempDir t;
+    auto j = job(t, "env > \"out.$RANK\"; cat \"$DTRAIN_PLAN\" > \"plan.$RANK\"", 2,
+                 R"(, "env": {"FROM_SPEC": "yes"}, "batch": {"per_replica": 4, "dataset_size": 80}, "restart": {"max_restarts": 1})");
+    auto l = launch(t, {"launch", j});
+    REQUIRE(l.rc == 0);
+    for (int r = 0; r < 2; ++r) {
+      auto env = slurp(t.path / ("out." + std::to_string(r)));
+      CHECK(env.find("\nRANK=" + std::to_string(r) + "\n") != std::string::npos);
+      CHECK(env.find("FROM_SPEC=yes") != std::string::npos);
+      CHECK(env.find("DTRAIN_STORE_ADDR=127.0.0.1:") != std::string::npos);
+      CHECK(env.find("DTRAIN_STORE_TOKEN=") != std::string::npos);
+      CHECK(env.find("DTRAIN_GLOBAL_BATCH=8") != std::string::npos);
+      CHECK(env.find("DTRAIN_ITERATIONS_PER_EPOCH=10") != std::string::npos);
+      CHECK(env.find("TORCHELASTIC_MAX_RESTARTS=1") != std::string::npos);
+      CHECK(slurp(t.path / ("plan." + std::to_string(r))).find("\"world_size\": 2") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("--ranks, --no-tag, log files") {
+    TempDir t;
+    auto j = job(t, "echo \"line of $RANK\"", 4);
+    auto l = launch(t, {"launch", j, "--ranks", "1,3", "--no-tag", "--log-dir", "logs"});
+    REQUIRE(l.rc == 0);
+    auto ls = lines_of(l.out);
+    std::sort(ls.begin(), ls.end());
+    CHECK(ls == std::vector<std::string>{"line of 1", "line of 3"});
+    std::vector<fs::path> runs;
+    for (const auto& e : fs::directory_iterator(t.path / "logs")) runs.push_back(e.path());
+    REQUIRE(runs.size() == 1);
+    CHECK(slurp(runs[0] / "attempt-0" / "rank-0.out") == "line of 0\n");
+    CHECK(fs::exists(runs[0] / "plan.json"));
+  }
+
+  TEST_CASE("usage errors exit 2 with a clear message") {
+    TempDir t;
+    auto j = job(t, "true", 2);
+    auto l = launch(t, {"launch", j, "--ranks", "0,7"});
+    CHECK(l.rc == 2);
+    CHECK(l.err.find("--ranks 0,7") != std::string::npos);
+    auto l2 = launch(t, {"launch", "no-such-job.json"});
+    CHECK(l2.rc == 2);
+  }
+
+  TEST_CASE("bad command through the binary: 127 and 126") {
+    TempDir t;
+    write_file(t.path / "job.json", R"({"command": ["no-such-program-dtrain-test"]})");
+    auto l = launch(t, {"launch", t / "job.json"});
+    CHECK(l.rc == 127);
+    CHECK(l.err.find("command not found: 'no-such-program-dtrain-test'") != std::string::npos);
+    write_file(t.path / "w.sh", "#!/bin/sh\n", false);
+    write_file(t.path / "job2.json", R"({"command": ["./w.sh"]})");
+    auto l2 = launch(t, {"launch", t / "job2.json"});
+    CHECK(l2.rc == 126);
+    CHECK(l2.err.find("not executable") != std::string::npos);
+  }
+
+  TEST_CASE("launcher SIGKILLed: nothing of the job survives") {
+    TempDir t;
+    std::string marker = unique_marker();
+    auto j = job(t, "sleep 300 & touch \"up.$RANK\"; exec sleep 301", 3, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
+    pid_t pid = start(t, {"launch", j});
+    REQUIRE(wait_until([&] { return fs::exists(t.path / "up.0") && fs::exists(t.path / "up.1") && fs::exists(t.path / "up.2"); }, 60));
+    CHECK(procs_with_env(marker).size() == 6);
+    ::kill(pid, SIGKILL);
+    CHECK(wait_child(pid, 30) == 128 + SIGKILL);
+    CHECK(wait_until([&] { return procs_with_env(marker).empty(); }, 30));
+  }
+
+  TEST_CASE("SIGTERM to the launcher: forwarded, 143") {
+    TempDir t;
+    auto j = job(t, "trap 'echo bye > \"bye.$RANK\"; exit 0' TERM; touch \"up.$RANK\"; while :; do sleep 0.05; done", 2);
+    pid_t pid = start(t, {"launch", j});
+    REQUIRE(wait_until([&] { return fs::exists(t.path / "up.0") && fs::exists(t.path / "up.1"); }, 60));
+    ::kill(pid, SIGTERM);
+    CHECK(wait_child(pid, 60) == 143);
+    CHECK(fs::exists(t.path / "bye.0"));
+    CHECK(fs::exists(t.path / "bye.1"));
+  }
+}
