@@ -14,7 +14,7 @@ dtrain_status_t guarded(F&& body) noexcept {
   try {
     std::forward<F>(body)();
     return DTRAIN_SUCCESS;
-  } catch (const Error& e) {
+  } catch (const CollError& e) {  // nccl::Error included
     return fail(e.status(), e.what());
   } catch (const ConfigError& e) {
     return fail(DTRAIN_ERR_CONFIG, e.what());

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "../../engine.hpp"
 #include "dtrain/collectives.h"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/rendezvous/store.hpp"
@@ -18,14 +19,10 @@ namespace dtrain::coll::nccl {
 // What create() and the backend throw for NCCL, CUDA, timeout and "built without NCCL" failures:
 // status() is the C ABI status to return (DTRAIN_ERR_NCCL, DTRAIN_ERR_CUDA, DTRAIN_ERR_TIMEOUT,
 // DTRAIN_ERR_PEER, DTRAIN_ERR_UNSUPPORTED, DTRAIN_ERR_INVALID_ARGUMENT, ...) and what() the text for
-// dtrain_last_error(). Catch it before the generic dtrain::Error mapping.
-class Error : public dtrain::Error {
+// dtrain_last_error(). A CollError, so the C ABI's guard maps it like the CPU engines' errors.
+class Error : public CollError {
  public:
-  Error(dtrain_status_t status, const std::string& what) : dtrain::Error(what), status_(status) {}
-  dtrain_status_t status() const noexcept { return status_; }
-
- private:
-  dtrain_status_t status_;
+  using CollError::CollError;
 };
 
 // True when this library was built with NCCL.
