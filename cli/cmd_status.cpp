@@ -1,8 +1,160 @@
-// Placeholder until the status command lands.
+// dtrain status --rdzv ADDR:PORT [--token-file F] [--run-id ID] [--json] [--watch] [--interval S]:
+// the nodes of a job as the rendezvous sees them.
 #include <CLI/CLI.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
 #include "app.hpp"
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/exit_codes.hpp"
+#include "dtrain/common/params.hpp"
+#include "dtrain/common/text.hpp"
+#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
 
 namespace dtrain::cli {
-void register_status(CLI::App&, Runner&) {}
+namespace {
+
+struct StatusArgs {
+  std::string rdzv;
+  std::string token_file;
+  std::string run_id;
+  bool json = false;
+  bool watch = false;
+  double interval_s = 2;
+};
+
+std::atomic<bool> g_interrupted{false};
+
+std::string json_escape(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string run_json(const rdzv::RunStatus& r) {
+  std::string nodes;
+  for (const auto& n : r.nodes) {
+    if (!nodes.empty()) nodes += ",";
+    nodes += fmt::format(
+        "{{\"node_rank\":{},\"host\":{},\"addr\":{},\"state\":{},\"slots\":{},\"workers_running\":{},"
+        "\"workers_exited\":{},\"restarts\":{},\"heartbeat_age_s\":{:.1f}}}",
+        n.node_rank, json_escape(n.host), json_escape(n.addr), json_escape(n.state), n.slots, n.running, n.exited,
+        n.restarts, double(n.heartbeat_age_ms) / 1000.0);
+  }
+  return fmt::format(
+      "{{\"run_id\":{},\"generation\":{},\"instances\":{},\"joined\":{},\"complete\":{},\"world_size\":{},"
+      "\"master_addr\":{},\"master_port\":{},\"root_cause\":{},\"nodes\":[{}]}}",
+      json_escape(r.run_id), r.generation, r.instances, r.joined, r.closed ? "true" : "false", r.world_size,
+      json_escape(r.master_addr), r.master_port, r.root_cause.empty() ? "null" : json_escape(r.root_cause), nodes);
+}
+
+std::string run_text(const rdzv::RunStatus& r) {
+  std::string out = fmt::format("run {}  generation {}  nodes {}/{}", r.run_id, r.generation, r.joined, r.instances);
+  if (r.closed) out += fmt::format("  world size {}  master {}:{}", r.world_size, r.master_addr, r.master_port);
+  else out += "  (joining)";
+  out += "\n";
+  if (!r.root_cause.empty()) out += "root cause: " + r.root_cause + "\n";
+  std::size_t hw = 4;
+  for (const auto& n : r.nodes) hw = std::max(hw, n.host.size());
+  out += fmt::format("{:<5} {:<{}} {:<9} {:>7} {:>6} {:>8}  {}\n", "NODE", "HOST", hw, "STATE", "RUNNING", "EXITED",
+                     "RESTARTS", "HEARTBEAT");
+  for (const auto& n : r.nodes) {
+    std::string rank = n.node_rank >= 0 ? std::to_string(n.node_rank) : "-";
+    out += fmt::format("{:<5} {:<{}} {:<9} {:>7} {:>6} {:>8}  {:.1f} s ago\n", rank, n.host, hw, n.state, n.running,
+                       n.exited, n.restarts, double(n.heartbeat_age_ms) / 1000.0);
+  }
+  return out;
+}
+
+std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
+  std::vector<std::string> runs;
+  if (!a.run_id.empty()) runs.push_back(a.run_id);
+  else runs = rdzv::list_runs(co);
+  std::string out;
+  if (a.json) {
+    std::string items;
+    for (const auto& id : runs) items += (items.empty() ? "" : ",") + run_json(rdzv::query_status(co, id));
+    return "{\"rendezvous\":" + json_escape(a.rdzv) + ",\"runs\":[" + items + "]}\n";
+  }
+  if (runs.empty()) return fmt::format("no job has joined the rendezvous at {} yet\n", a.rdzv);
+  for (const auto& id : runs) {
+    auto st = rdzv::query_status(co, id);
+    out += (out.empty() ? "" : "\n") + (st.instances == 0 ? fmt::format("run {}: no node has joined\n", id) : run_text(st));
+  }
+  return out;
+}
+
+int status(const StatusArgs& a) {
+  auto hp = text::parse_host_port(a.rdzv, "--rdzv");
+  if (a.interval_s <= 0) throw ConfigError(fmt::format("--interval {}: must be positive", a.interval_s));
+  rdzv::ClientOptions co;
+  co.host = hp.host;
+  co.port = hp.port;
+  co.token = a.token_file.empty() ? param_string("DTRAIN_RDZV_TOKEN") : rdzv::auth::read_token_file(a.token_file);
+  co.run_id = a.run_id;
+  co.client_name = "dtrain status";
+  co.connect_timeout = std::chrono::milliseconds(5000);
+  try {
+    if (!a.watch) {
+      std::string s = snapshot(a, co);
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      return exit_code::ok;
+    }
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_interrupted = true; };
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    bool tty = ::isatty(STDOUT_FILENO) != 0;
+    while (!g_interrupted) {
+      std::string s = snapshot(a, co);
+      if (tty && !a.json) s = "\033[H\033[2J" + s;
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      std::fflush(stdout);
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::int64_t(a.interval_s * 1000));
+      while (!g_interrupted && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return exit_code::ok;
+  } catch (const AuthError& e) {
+    std::fprintf(stderr, "dtrain: %s\n", e.what());
+    return exit_code::auth_refused;
+  } catch (const IoError& e) {
+    std::fprintf(stderr, "dtrain: %s\n", e.what());
+    return exit_code::node_lost;
+  }
+}
+
+}  // namespace
+
+void register_status(CLI::App& app, Runner& run) {
+  auto args = std::make_shared<StatusArgs>();
+  CLI::App* sub = app.add_subcommand("status", "show the nodes of a job as its rendezvous sees them");
+  sub->add_option("--rdzv", args->rdzv, "ADDR:PORT of the rendezvous")->required();
+  sub->add_option("--token-file", args->token_file,
+                  "file whose first line is the shared token (default: DTRAIN_RDZV_TOKEN)");
+  sub->add_option("--run-id", args->run_id, "show only this run (default: every run the rendezvous knows)");
+  sub->add_flag("--json", args->json, "print one JSON object instead of a table");
+  sub->add_flag("--watch", args->watch, "refresh until interrupted");
+  sub->add_option("--interval", args->interval_s, "seconds between refreshes with --watch")->capture_default_str();
+  sub->callback([args, &run] { run = [args] { return status(*args); }; });
+}
+
 }  // namespace dtrain::cli
