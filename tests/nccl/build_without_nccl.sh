@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The collectives library without CUDA/NCCL: configure with DTRAIN_WITH_NCCL=OFF in a temporary
+# build tree, build only libdtrain_collectives, and check it does not link NCCL or the CUDA runtime;
+# and DTRAIN_WITH_NCCL=ON without the CUDA toolkit stops at configure, naming what is missing.
+#   build_without_nccl.sh SOURCE_DIR CMAKE_COMMAND
+set -euo pipefail
+src=$1
+cmake=$2
+work=$(mktemp -d -t dtrain-nccl-off.XXXXXX)
+keep=1
+trap '[ "$keep" = 0 ] && rm -rf "$work" || echo "kept $work"' EXIT
+
+echo "== configure with -DDTRAIN_WITH_NCCL=OFF"
+"$cmake" -S "$src" -B "$work/off" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \
+  -DDTRAIN_WITH_NCCL=OFF -DDTRAIN_WARNINGS_AS_ERRORS=ON >"$work/off.log" 2>&1 || { cat "$work/off.log"; exit 1; }
+grep -q "NCCL backend OFF" "$work/off.log" || { cat "$work/off.log"; echo "FAIL: configure did not report 'NCCL backend OFF'"; exit 1; }
+
+echo "== build dtrain_collectives"
+"$cmake" --build "$work/off" --target dtrain_collectives -- -j2 >"$work/build.log" 2>&1 || { tail -n 60 "$work/build.log"; exit 1; }
+lib=$(find "$work/off" -name 'libdtrain_collectives.so*' -type f | head -n 1)
+[ -n "$lib" ] || { echo "FAIL: no libdtrain_collectives.so was built"; exit 1; }
+needed=$(readelf -d "$lib" | grep NEEDED || true)
+echo "$needed"
+if grep -Eq 'libnccl|libcudart|libcuda\.' <<<"$needed"; then
+  echo "FAIL: $lib links NCCL/CUDA although built with DTRAIN_WITH_NCCL=OFF"
+  exit 1
+fi
+grep -q 'nccl_stub.cpp' "$work/off/build.ninja" || { echo "FAIL: nccl_stub.cpp is not part of the OFF build"; exit 1; }
+if grep -q 'nccl_core.cpp' "$work/off/build.ninja"; then echo "FAIL: nccl_core.cpp is in the OFF build"; exit 1; fi
+
+echo "== configure with -DDTRAIN_WITH_NCCL=ON but no CUDA toolkit"
+if "$cmake" -S "$src" -B "$work/on" -G Ninja -DBUILD_TESTING=OFF -DDTRAIN_WITH_NCCL=ON \
+     -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON >"$work/on.log" 2>&1; then
+  cat "$work/on.log"
+  echo "FAIL: DTRAIN_WITH_NCCL=ON configured without the CUDA toolkit"
+  exit 1
+fi
+grep -q "DTRAIN_WITH_NCCL=ON but not found: the CUDA toolkit" "$work/on.log" || { cat "$work/on.log"; echo "FAIL: the configure error does not name the CUDA toolkit"; exit 1; }
+grep -A3 "DTRAIN_WITH_NCCL=ON but not found" "$work/on.log" | sed 's/^/  | /'
+
+keep=0
+echo "PASS"
