@@ -959,6 +959,7 @@ void Agent::Impl::on_event(const Event& e) {
   switch (e.kind) {
     case Event::Kind::go:
       go_generation = std::max(go_generation, e.generation);
+      if (e.master_port > 0) opt.master_port = e.master_port;
       if (state == JobState::starting && workers.empty() && generation <= go_generation) spawn_all();
       return;
     case Event::Kind::peer_failed:

@@ -88,7 +88,8 @@ struct Event {
   int node_rank = -1;
   int exit_code = 0;
   std::string reason;
-  static Event go(int g) { return {Kind::go, g, -1, 0, {}}; }
+  int master_port = 0;  // go: MASTER_PORT of this generation (from the rank table); 0: keep
+  static Event go(int g, int port = 0) { return {Kind::go, g, -1, 0, {}, port}; }
 };
 
 // Called on the loop thread: how local events leave the node.
