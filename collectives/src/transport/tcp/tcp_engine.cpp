@@ -507,6 +507,9 @@ void Engine::ring_allgather(const OpDesc& d, const Group& g, int idx, std::uint8
 void Engine::broadcast(const OpDesc& d, const Group& g, void* buf_v, std::size_t bytes, int root) {
   const int n = static_cast<int>(g.size());
   if (n == 1) return;
+  // Data flows only out of the root, so a rank with a different root or count might never hear of
+  // the difference: agree on the fingerprint first (recursive doubling of empty messages).
+  allreduce(d, g, nullptr, 0, DTRAIN_UINT8, DTRAIN_MAX, 1);
   const int idx = index_of(g, rank_);
   auto* buf = static_cast<std::uint8_t*>(buf_v);
   const int v = (idx - root + n) % n;

@@ -4,7 +4,8 @@
 // lower rank and accepts every higher one). Algorithms run on a group (sorted global ranks that
 // include this one): the flat world, or the node leaders in a hierarchical communicator.
 //   allreduce: recursive doubling (fold for non powers of two) up to 64 KiB, else a ring
-//              reduce-scatter + allgather in chunks; broadcast: binomial tree, else a pipelined chain;
+//              reduce-scatter + allgather in chunks; broadcast: a fingerprint check, then a binomial tree, else a
+//              pipelined chain;
 //   allgather / reduce_scatter: ring; barrier: recursive doubling of empty messages.
 // Every message carries the call's sequence number and fingerprint; a difference fails the call with
 // DTRAIN_ERR_MISMATCH. A failing rank records why in the store ("abort") and closes its sockets, so

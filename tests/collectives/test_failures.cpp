@@ -1,0 +1,201 @@
+// Failure modes with ranks as threads: mismatched calls, a rank that never arrives, use after an
+// error, bad arguments, and the shared-memory segment gone from /dev/shm once everyone mapped it.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "harness.hpp"
+
+using namespace dtrain::coll;
+using dtrain::coll::test::run_ranks;
+using dtrain::coll::test::World;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Runs body and returns the CollError status it threw (SUCCESS when none) and its text.
+template <class F>
+std::pair<dtrain_status_t, std::string> status_of(F&& f) {
+  try {
+    f();
+    return {DTRAIN_SUCCESS, ""};
+  } catch (const CollError& e) {
+    return {e.status(), e.what()};
+  }
+}
+
+std::vector<std::string> shm_entries(const std::string& stem) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d))
+      if (std::strncmp(e->d_name, stem.c_str(), stem.size()) == 0) out.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+const char* kEngines[] = {"auto", "tcp"};
+
+}  // namespace
+
+TEST_SUITE("collectives::failures") {
+  TEST_CASE("mismatched count, dtype, op, root or call fail on every rank") {
+    for (const char* transport : kEngines) {
+      for (int variant = 0; variant < 5; ++variant) {
+        CAPTURE(transport);
+        CAPTURE(variant);
+        World w;
+        w.size = 3;
+        w.transport = transport;
+        w.timeout = 20s;
+        std::vector<dtrain_status_t> st(3, DTRAIN_SUCCESS), after(3, DTRAIN_SUCCESS);
+        std::vector<std::string> text(3);
+        auto errors = run_ranks(w, [&](Communicator& c, int r) {
+          std::vector<float> a(8, 1.0f), b(8);
+          c.allreduce(a.data(), b.data(), 4, DTRAIN_FLOAT32, DTRAIN_SUM);  // a good call first
+          const bool odd = r == 2;
+          auto res = status_of([&] {
+            switch (variant) {
+              case 0: c.allreduce(a.data(), b.data(), odd ? 5 : 4, DTRAIN_FLOAT32, DTRAIN_SUM); break;
+              case 1: c.allreduce(a.data(), b.data(), 4, odd ? DTRAIN_INT32 : DTRAIN_FLOAT32, DTRAIN_SUM); break;
+              case 2: c.allreduce(a.data(), b.data(), 4, DTRAIN_FLOAT32, odd ? DTRAIN_MAX : DTRAIN_SUM); break;
+              case 3: c.broadcast(a.data(), b.data(), 4, DTRAIN_FLOAT32, odd ? 1 : 0); break;
+              case 4:
+                if (odd)
+                  c.barrier();
+                else
+                  c.allreduce(a.data(), b.data(), 4, DTRAIN_FLOAT32, DTRAIN_SUM);
+                break;
+            }
+          });
+          st[static_cast<std::size_t>(r)] = res.first;
+          text[static_cast<std::size_t>(r)] = res.second;
+          after[static_cast<std::size_t>(r)] = status_of([&] { c.barrier(); }).first;
+        });
+        for (int r = 0; r < 3; ++r) {
+          CAPTURE(r);
+          CHECK(errors[static_cast<std::size_t>(r)].empty());
+          CHECK_MESSAGE(st[static_cast<std::size_t>(r)] == DTRAIN_ERR_MISMATCH, text[static_cast<std::size_t>(r)]);
+          CHECK(text[static_cast<std::size_t>(r)].find("mismatched") != std::string::npos);
+          CHECK(after[static_cast<std::size_t>(r)] == DTRAIN_ERR_ABORTED);  // destroyable, not usable
+        }
+      }
+    }
+  }
+
+  TEST_CASE("a rank that never arrives: the others time out naming it and where everyone is") {
+    for (const char* transport : kEngines) {
+      CAPTURE(transport);
+      World w;
+      w.size = 3;
+      w.transport = transport;
+      w.timeout = 1500ms;
+      std::vector<std::string> text(3);
+      std::vector<dtrain_status_t> st(3, DTRAIN_SUCCESS);
+      std::atomic<int> done{0};
+      auto t0 = std::chrono::steady_clock::now();
+      auto errors = run_ranks(w, [&](Communicator& c, int r) {
+        std::vector<double> a(10, 1.0);
+        c.allreduce(a.data(), a.data(), a.size(), DTRAIN_FLOAT64, DTRAIN_SUM);
+        if (r == 1) {  // stays away from call #2 until the others gave up
+          while (done.load() < 2) std::this_thread::sleep_for(10ms);
+          return;
+        }
+        auto res = status_of([&] { c.allreduce(a.data(), a.data(), a.size(), DTRAIN_FLOAT64, DTRAIN_SUM); });
+        st[static_cast<std::size_t>(r)] = res.first;
+        text[static_cast<std::size_t>(r)] = res.second;
+        ++done;
+      });
+      auto took = std::chrono::steady_clock::now() - t0;
+      CHECK(took < 30s);  // a generous bound: the point is "no hang", not speed
+      for (int r : {0, 2}) {
+        CAPTURE(r);
+        CHECK(errors[static_cast<std::size_t>(r)].empty());
+        const auto& m = text[static_cast<std::size_t>(r)];
+        // TCP: a rank may also learn of the failure from its ring neighbour giving up first.
+        CHECK_MESSAGE((st[static_cast<std::size_t>(r)] == DTRAIN_ERR_TIMEOUT ||
+                       st[static_cast<std::size_t>(r)] == DTRAIN_ERR_PEER),
+                      m);
+        CHECK_MESSAGE(m.find("allreduce") != std::string::npos, m);
+        CHECK_MESSAGE(m.find("#2") != std::string::npos, m);
+        CHECK_MESSAGE(m.find("rank 1") != std::string::npos, m);
+      }
+      if (std::string(transport) == "auto") {
+        CHECK(text[0].find("ranks [1] never arrived") != std::string::npos);
+        CHECK(text[0].find("rank 1: last finished allreduce #1") != std::string::npos);
+      }
+    }
+  }
+
+  TEST_CASE("bad arguments are refused locally and leave the communicator usable") {
+    World w;
+    w.size = 2;
+    std::vector<dtrain_status_t> a(2), b(2), c3(2), ok(2);
+    auto errors = run_ranks(w, [&](Communicator& c, int r) {
+      float x[4] = {1, 2, 3, 4};
+      volatile int bad_dtype = 42;
+      a[static_cast<std::size_t>(r)] =
+          status_of([&] { c.allreduce(nullptr, x, 4, DTRAIN_FLOAT32, DTRAIN_SUM); }).first;
+      b[static_cast<std::size_t>(r)] =
+          status_of([&] { c.allreduce(x, x, 4, static_cast<dtrain_dtype_t>(bad_dtype), DTRAIN_SUM); }).first;
+      c3[static_cast<std::size_t>(r)] = status_of([&] { c.broadcast(x, x, 4, DTRAIN_FLOAT32, 7); }).first;
+      ok[static_cast<std::size_t>(r)] = status_of([&] { c.allreduce(x, x, 4, DTRAIN_FLOAT32, DTRAIN_SUM); }).first;
+    });
+    for (int r = 0; r < 2; ++r) {
+      CHECK(errors[static_cast<std::size_t>(r)].empty());
+      CHECK(a[static_cast<std::size_t>(r)] == DTRAIN_ERR_INVALID_ARGUMENT);
+      CHECK(b[static_cast<std::size_t>(r)] == DTRAIN_ERR_INVALID_ARGUMENT);
+      CHECK(c3[static_cast<std::size_t>(r)] == DTRAIN_ERR_INVALID_ARGUMENT);
+      CHECK(ok[static_cast<std::size_t>(r)] == DTRAIN_SUCCESS);
+    }
+  }
+
+  TEST_CASE("the shared-memory segment leaves /dev/shm as soon as every rank mapped it") {
+    World w;
+    w.size = 4;
+    w.run_id = "residue-check-" + std::to_string(::getpid());
+    std::vector<std::size_t> seen(4, 99);
+    auto errors = run_ranks(w, [&](Communicator& c, int r) {
+      c.barrier();
+      seen[static_cast<std::size_t>(r)] = shm_entries("dtrain-" + w.run_id).size();
+      c.barrier();
+    });
+    for (int r = 0; r < 4; ++r) {
+      CHECK(errors[static_cast<std::size_t>(r)].empty());
+      CHECK(seen[static_cast<std::size_t>(r)] == 0);
+    }
+    CHECK(shm_entries("dtrain-" + w.run_id).empty());
+  }
+
+  TEST_CASE("a rank that destroys its communicator early: the others fail, not hang") {
+    World w;
+    w.size = 3;
+    w.timeout = 20s;
+    std::vector<dtrain_status_t> st(3, DTRAIN_SUCCESS);
+    std::vector<std::string> text(3);
+    auto store = dtrain::rdzv::make_memory_store();
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 3; ++r)
+      ts.emplace_back([&, r] {
+        auto c = std::make_unique<Communicator>(dtrain::coll::test::config_for(w, r), store);
+        c->barrier();
+        if (r == 0) {
+          c.reset();
+          return;
+        }
+        auto res = status_of([&] { c->barrier(); });
+        st[static_cast<std::size_t>(r)] = res.first;
+        text[static_cast<std::size_t>(r)] = res.second;
+      });
+    for (auto& t : ts) t.join();
+    for (int r : {1, 2}) {
+      CHECK_MESSAGE(st[static_cast<std::size_t>(r)] == DTRAIN_ERR_PEER, text[static_cast<std::size_t>(r)]);
+      CHECK(text[static_cast<std::size_t>(r)].find("rank 0") != std::string::npos);
+    }
+  }
+}
