@@ -181,6 +181,8 @@ struct Agent::Impl {
   fs::path run_dir;
   bool remove_run_dir = false;
   std::string self_exe;
+  std::string shim_exe;                  // what is exec'd for a worker and the guardian
+  std::string exec_word = "__exec", guard_word = "__guard";
   std::vector<std::string> command;
   std::string agent_pid;
   int local_total = 0;
@@ -334,6 +336,22 @@ void Agent::Impl::prepare() {
     self_exe.assign(buf, static_cast<std::size_t>(n));
   }
   agent_pid = std::to_string(::getpid());
+  shim_exe = self_exe;
+  if (opt.shim.empty()) {
+    fs::path dir = fs::path(self_exe).parent_path();
+    for (const fs::path& c : {dir / "dtrain-shim", dir / ".." / "libexec" / "dtrain" / "dtrain-shim"}) {
+      if (::access(c.c_str(), X_OK) == 0) {
+        shim_exe = c.string();
+        exec_word = "exec";
+        guard_word = "guard";
+        break;
+      }
+    }
+  } else if (opt.shim != "self") {
+    shim_exe = opt.shim;
+    exec_word = "exec";
+    guard_word = "guard";
+  }
 
   const auto& plan = opt.plan;
   for (const auto& r : plan.ranks)
@@ -407,8 +425,7 @@ void Agent::Impl::start_store() {
 void Agent::Impl::start_guardian() {
   int rc = guardian_in.init([&](uv_pipe_t* p) { return uv_pipe_init(&loop, p, 0); }, nullptr);
   if (rc < 0) throw IoError(fmt::format("uv_pipe_init: {}", uv_strerror(rc)));
-  std::string g = "__guard";
-  char* args[] = {self_exe.data(), g.data(), nullptr};
+  char* args[] = {shim_exe.data(), guard_word.data(), nullptr};
   uv_stdio_container_t stdio[3];
   stdio[0].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE);
   stdio[0].data.stream = reinterpret_cast<uv_stream_t*>(guardian_in.get());
@@ -416,7 +433,7 @@ void Agent::Impl::start_guardian() {
   stdio[2].flags = UV_INHERIT_FD;
   stdio[2].data.fd = opt.output.stderr_fd;
   uv_process_options_t po{};
-  po.file = self_exe.c_str();
+  po.file = shim_exe.c_str();
   po.args = args;
   po.stdio = stdio;
   po.stdio_count = 3;
@@ -428,7 +445,7 @@ void Agent::Impl::start_guardian() {
   rc = guardian.init([&](uv_process_t* p) { return uv_spawn(&loop, p, &po); }, this, true);
   if (rc < 0) {
     guardian_in.close();
-    throw IoError(fmt::format("cannot start the guardian process '{} __guard': {}", self_exe, uv_strerror(rc)));
+    throw IoError(fmt::format("cannot start the guardian process '{} {}': {}", shim_exe, guard_word, uv_strerror(rc)));
   }
 }
 
@@ -600,8 +617,8 @@ void Agent::Impl::spawn_worker(const config::RankInfo& r) {
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  std::string exec_word = "__exec", dashes = "--";
-  std::vector<char*> args{self_exe.data(), exec_word.data(), agent_pid.data(), dashes.data()};
+  std::string dashes = "--";
+  std::vector<char*> args{shim_exe.data(), exec_word.data(), agent_pid.data(), dashes.data()};
   for (auto& c : command) args.push_back(c.data());
   args.push_back(nullptr);
 
@@ -621,7 +638,7 @@ void Agent::Impl::spawn_worker(const config::RankInfo& r) {
 
   std::string cwd = workdir.string();
   uv_process_options_t po{};
-  po.file = self_exe.c_str();
+  po.file = shim_exe.c_str();
   po.args = args.data();
   po.env = envp.data();
   po.cwd = cwd.c_str();
@@ -632,7 +649,7 @@ void Agent::Impl::spawn_worker(const config::RankInfo& r) {
   w->started = Clock::now();
   rc = w->proc.init([&](uv_process_t* p) { return uv_spawn(&loop, p, &po); }, wp, true);
   if (rc < 0)
-    throw IoError(fmt::format("cannot start rank {} through '{}': {}", r.rank, self_exe, uv_strerror(rc)));
+    throw IoError(fmt::format("cannot start rank {} through '{}': {}", r.rank, shim_exe, uv_strerror(rc)));
   w->spawned = true;
   w->exit.pid = w->proc.get()->pid;
   guardian_send('+', w->exit.pid);

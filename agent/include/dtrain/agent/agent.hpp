@@ -46,7 +46,10 @@ struct AgentOptions {
   std::string summary_json;               // "" : no JSON summary
   // progress line: 1 always, 0 never, -1 when stderr is a terminal
   int progress = -1;
-  std::string self_exe;                   // dtrain binary for the __exec shim; "" : /proc/self/exe
+  std::string self_exe;                   // the dtrain binary; "" : /proc/self/exe
+  // Worker exec shim and guardian: "" : dtrain-shim next to self_exe (or in ../libexec/dtrain/),
+  // else `self_exe __exec` / `self_exe __guard`; "self" forces the latter.
+  std::string shim;
   // Rendezvous store for the collectives bootstrap (DTRAIN_STORE_ADDR / _TOKEN / DTRAIN_LOCAL_ADDR).
   // embed_store with no store_addr: the agent serves a store on 127.0.0.1 (free port, random token).
   bool embed_store = false;

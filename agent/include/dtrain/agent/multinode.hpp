@@ -1,0 +1,35 @@
+#pragma once
+// This node's part of a multi-node job: `dtrain launch job.json` on N nodes becomes one job.
+//
+//   - the node that may serve the rendezvous endpoint (node 0, or the node whose address the
+//     endpoint names when node ranks are not known) serves the store on exactly that address,
+//     unless the address is already served (a dedicated `dtrain rendezvous serve` host);
+//   - every agent joins through rdzv::NodeSession (run id, host, node rank when known, local
+//     slots, instances, spec hash) and waits for the barrier (live line on a terminal);
+//   - the rank table gives the node its global ranks, WORLD_SIZE and MASTER_ADDR/MASTER_PORT;
+//     the workers get DTRAIN_STORE_ADDR/_TOKEN (the rendezvous) and DTRAIN_LOCAL_ADDR;
+//   - job events of the session (a worker failure anywhere, a lost node, a lost rendezvous) enter
+//     the Agent through Agent::post; local failures leave through AgentHooks to the session;
+//     each restart re-joins under generation g+1 (fresh keys, fresh MASTER_PORT);
+//   - on success every agent passes the exit barrier, so the store outlives its last user.
+//
+// Exit statuses (dtrain-launch(1)): the root cause's status on every node; 69 a node (or the
+// rendezvous) was lost; 75 the join or exit barrier timed out; 77 the token or run id was refused;
+// 2 a spec conflict between nodes or a multi-node job without a token (unless insecure).
+#include "dtrain/agent/agent.hpp"
+
+namespace dtrain::agent {
+
+struct MultiNodeOptions {
+  bool insecure = false;  // allow a multi-node job without a token (trusted network only)
+};
+
+// True when the plan needs the multi-node driver: several instances or a rendezvous endpoint.
+bool is_multinode(const config::Plan& plan);
+
+// Runs this node's agent as part of the job described by `options.plan` (the options as for a
+// single-node launch; the store fields are filled in here). Returns the exit status. Throws
+// ConfigError, AuthError or TimeoutError for failures before any worker started.
+int run_multinode(AgentOptions options, const MultiNodeOptions& mn = {});
+
+}  // namespace dtrain::agent

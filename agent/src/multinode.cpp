@@ -1,0 +1,475 @@
+// The multi-node driver (multinode.hpp): serve or join the rendezvous, build this node's plan from
+// the rank table, bridge job events between the NodeSession and the Agent, re-join on restarts and
+// pass the exit barrier.
+#include "dtrain/agent/multinode.hpp"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/exit_codes.hpp"
+#include "dtrain/common/log.hpp"
+#include "dtrain/common/params.hpp"
+#include "dtrain/common/text.hpp"
+#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/server.hpp"
+
+namespace dtrain::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds seconds_ms(double s) { return milliseconds(static_cast<std::int64_t>(s * 1000.0 + 0.5)); }
+
+void write_fd(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    s.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// What every node must agree on: command, cluster shape, batch.
+std::string spec_hash(const config::Plan& p) {
+  std::string key = text::join(p.spec.command, "\x1f");
+  key += fmt::format("\n{} {} {}", p.instances, p.procs_per_instance, p.world_size);
+  if (p.batch) key += fmt::format("\n{} {} {}", p.batch->global, p.batch->micro_batches, p.batch->epochs);
+  return fmt::format("{:016x}", fnv1a(key));
+}
+
+std::string host_name(const config::Plan& plan) {
+  if (!plan.identity.host.empty()) return plan.identity.host;
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) == 0 && buf[0] != '\0') return buf;
+  return "localhost";
+}
+
+// 0 when host:port can be bound here right now (so this machine may serve it), else the errno
+// (EADDRNOTAVAIL: not an address of this host; EADDRINUSE: already served here).
+int bind_probe(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string ps = std::to_string(port);
+  if (::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res) != 0 || res == nullptr) return EADDRNOTAVAIL;
+  int err = 0;
+  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    err = errno;
+  } else {
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0) err = errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return err;
+}
+
+// The waiting line while the join barrier is open: live on a terminal, else one line per change
+// when progress is forced on.
+class JoinLine {
+ public:
+  JoinLine(int mode, int fd) : fd_(fd), tty_(::isatty(fd) == 1), on_(mode == 1 || (mode == -1 && tty_)) {}
+  void show(const rdzv::JoinProgress& p) {
+    if (!on_) return;
+    std::string line = p.line();
+    if (tty_) {
+      write_fd(fd_, "\r\x1b[Kdtrain: " + line);
+      shown_ = true;
+      return;
+    }
+    std::string key = fmt::format("{}/{} {}", p.joined, p.instances, p.missing);
+    if (key == last_) return;
+    last_ = key;
+    write_fd(fd_, "dtrain: " + line + "\n");
+  }
+  void clear() {
+    if (shown_) write_fd(fd_, "\r\x1b[K");
+    shown_ = false;
+  }
+
+ private:
+  int fd_;
+  bool tty_, on_, shown_ = false;
+  std::string last_;
+};
+
+class Driver {
+ public:
+  Driver(AgentOptions o, const MultiNodeOptions& mn) : opt_(std::move(o)), mn_(mn), line_(opt_.progress, opt_.output.stderr_fd) {}
+  ~Driver() {
+    {
+      std::lock_guard lk(mu_);
+      agent_done_ = true;
+    }
+    cv_.notify_all();
+    if (control_.joinable()) control_.join();
+    session_.reset();
+    if (server_) server_->stop();
+  }
+  int run();
+
+ private:
+  void setup();
+  rdzv::NodeSessionOptions session_options(int generation, int node_rank) const;
+  rdzv::JoinResult join(rdzv::NodeSession& s);
+  void apply_first(const rdzv::JoinResult& r);
+  void check_same(const rdzv::JoinResult& r) const;
+  void monitor(rdzv::NodeSession& s, int generation);
+  void on_session_event(const rdzv::Event& e, int generation);
+  void control_loop();
+  void say(const std::string& s) { write_fd(opt_.output.stderr_fd, "dtrain: " + s + "\n"); }
+
+  AgentOptions opt_;
+  MultiNodeOptions mn_;
+  JoinLine line_;
+  text::HostPort ep_{};
+  std::string endpoint_, token_, host_, hash_, run_id_;
+  milliseconds join_timeout_{600000}, hb_{5000}, hb_timeout_{15000};
+  std::unique_ptr<rdzv::Server> server_;
+  std::unique_ptr<Agent> agent_;
+  int node_rank_ = -1;
+  int rank_offset_ = 0, world_size_ = 0;
+
+  std::thread control_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unique_ptr<rdzv::NodeSession> session_;  // replaced by the control thread on each restart
+  int cur_gen_ = 0, pending_gen_ = 0;
+  int handled_gen_ = -1;      // generation whose root cause was already acted on
+  bool agent_done_ = false, in_join_ = false, finishing_ = false;
+  struct Report {
+    WorkerExit w;
+    int generation;
+  };
+  std::deque<Report> reports_;
+  // a job failure heard after this node's workers all succeeded (or during the exit barrier)
+  std::optional<int> late_code_;
+  std::string late_reason_;
+};
+
+void Driver::setup() {
+  auto& plan = opt_.plan;
+  const auto& rs = plan.spec.rendezvous;
+  endpoint_ = plan.rdzv_endpoint;
+  ep_ = text::parse_host_port(endpoint_, "rendezvous endpoint");
+  run_id_ = plan.run_id;
+  host_ = host_name(plan);
+  hash_ = spec_hash(plan);
+  join_timeout_ = seconds_ms(rs.join_timeout_s);
+  hb_ = seconds_ms(rs.heartbeat_s);
+  hb_timeout_ = seconds_ms(rs.heartbeat_timeout_s.value_or(3 * rs.heartbeat_s));
+
+  if (rs.token_file) token_ = rdzv::auth::read_token_file(*rs.token_file);
+  else token_ = param_string("DTRAIN_RDZV_TOKEN");
+  if (token_.empty() && !mn_.insecure && (plan.instances > 1 || !rdzv::is_loopback_host(ep_.host)))
+    throw ConfigError(fmt::format(
+        "this job spans {} node(s) through the rendezvous {} but has no token; set rendezvous.token_file, "
+        "--token-file FILE or DTRAIN_RDZV_TOKEN (the same on every node), or pass --insecure on a trusted network",
+        plan.instances, endpoint_));
+
+  auto src = plan.identity.field_sources.find("node_rank");
+  bool rank_known = src != plan.identity.field_sources.end() && src->second != "default";
+  node_rank_ = rank_known ? plan.identity.node_rank : -1;
+
+  // Serve when we may be node 0 and the endpoint's address is ours and free.
+  if (node_rank_ <= 0) {
+    int err = bind_probe(ep_.host, ep_.port);
+    if (err == 0) {
+      rdzv::ServerOptions so;
+      so.host = ep_.host;
+      so.port = ep_.port;
+      so.token = token_;
+      so.insecure = mn_.insecure;
+      so.run_id = run_id_;
+      server_ = std::make_unique<rdzv::Server>(so);
+      server_->start();
+      DTRAIN_INFO(agent, "serving the rendezvous on {} for run '{}'", server_->endpoint(), run_id_);
+    } else if (node_rank_ == 0) {
+      DTRAIN_INFO(agent, "not serving the rendezvous {} ({}): joining it", endpoint_, errno_text(err));
+    }
+  }
+}
+
+rdzv::NodeSessionOptions Driver::session_options(int generation, int node_rank) const {
+  rdzv::NodeSessionOptions so;
+  so.store.host = ep_.host;
+  so.store.port = ep_.port;
+  so.store.token = token_;
+  so.store.run_id = run_id_;
+  so.store.generation = generation;
+  so.store.connect_timeout = join_timeout_;
+  so.store.client_name = fmt::format("agent {}", host_);
+  so.host = host_;
+  so.node_rank = node_rank;
+  so.slots = opt_.plan.procs_per_instance;
+  so.instances = opt_.plan.instances;
+  so.spec_hash = hash_;
+  so.join_timeout = join_timeout_;
+  so.heartbeat_interval = hb_;
+  so.heartbeat_timeout = hb_timeout_;
+  return so;
+}
+
+rdzv::JoinResult Driver::join(rdzv::NodeSession& s) {
+  try {
+    auto r = s.join([this](const rdzv::JoinProgress& p) { line_.show(p); });
+    line_.clear();
+    return r;
+  } catch (const IoError& e) {
+    line_.clear();
+    throw TimeoutError(fmt::format("cannot reach the rendezvous at {}: {} (is node 0's dtrain launch, or dtrain "
+                                   "rendezvous serve, running there?)",
+                                   endpoint_, e.what()));
+  } catch (...) {
+    line_.clear();
+    throw;
+  }
+}
+
+void Driver::apply_first(const rdzv::JoinResult& r) {
+  auto& p = opt_.plan;
+  node_rank_ = r.self.node_rank;
+  rank_offset_ = r.self.rank_offset;
+  world_size_ = r.self.world_size;
+  p.identity.node_rank = r.self.node_rank;
+  p.identity.instances = r.self.nnodes;
+  p.identity.master_addr = r.self.master_addr;
+  p.instances = r.self.nnodes;
+  p.world_size = r.self.world_size;
+  p.ranks.clear();
+  for (const auto& n : r.table)
+    for (int l = 0; l < n.slots; ++l) p.ranks.push_back({n.rank_offset + l, n.node_rank, l});
+  std::sort(p.ranks.begin(), p.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  opt_.plan_json = config::plan_to_json(p);
+  opt_.embed_store = false;
+  opt_.store_addr = endpoint_;
+  opt_.store_token = token_;
+  opt_.local_addr = r.local_address;
+  opt_.master_port = r.self.master_port;
+  opt_.external_start = true;
+}
+
+void Driver::check_same(const rdzv::JoinResult& r) const {
+  if (r.self.node_rank != node_rank_ || r.self.rank_offset != rank_offset_ || r.self.world_size != world_size_)
+    throw ConfigError(fmt::format("generation {}: the rank table changed (node {} offset {} world {}, was node {} "
+                                  "offset {} world {})",
+                                  r.generation, r.self.node_rank, r.self.rank_offset, r.self.world_size, node_rank_,
+                                  rank_offset_, world_size_));
+}
+
+void Driver::monitor(rdzv::NodeSession& s, int generation) {
+  s.start_monitoring([this, generation](const rdzv::Event& e) { on_session_event(e, generation); });
+}
+
+// Watcher thread: the first failure or loss of a generation decides the job's fate everywhere.
+void Driver::on_session_event(const rdzv::Event& e, int generation) {
+  if (e.kind != "failure" && e.kind != "lost") return;
+  Event ev;
+  ev.node_rank = e.node;
+  if (e.kind == "failure") {
+    if (e.node == node_rank_) {
+      std::lock_guard lk(mu_);
+      handled_gen_ = std::max(handled_gen_, generation);
+      return;  // our own worker: the agent is already stopping with it as the root cause
+    }
+    ev.kind = Event::Kind::peer_failed;
+    ev.exit_code = e.signal != 0 ? exit_code::signal_base + e.signal : e.exit_code;
+    ev.reason = "root cause: " + rdzv::describe_event(e);
+  } else {
+    ev.kind = Event::Kind::node_lost;
+    ev.exit_code = exit_code::node_lost;
+    ev.reason = e.node < 0 ? fmt::format("lost the rendezvous at {}: {}", endpoint_, e.message)
+                           : rdzv::describe_event(e);
+  }
+  {
+    std::lock_guard lk(mu_);
+    if (handled_gen_ >= generation) return;
+    handled_gen_ = generation;
+    if (agent_done_) {
+      if (!late_code_) {
+        late_code_ = ev.exit_code != 0 ? ev.exit_code : 1;
+        late_reason_ = ev.reason;
+      }
+      if (finishing_ && session_) session_->store().close();  // breaks the exit barrier
+      return;
+    }
+  }
+  agent_->post(ev);
+}
+
+void Driver::control_loop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return agent_done_ || !reports_.empty() || pending_gen_ > cur_gen_; });
+    if (!reports_.empty()) {  // before anything else: the other nodes must hear of our failure
+      Report rep = reports_.front();
+      reports_.pop_front();
+      if (rep.generation != cur_gen_ || !session_) continue;
+      rdzv::NodeSession* s = session_.get();
+      lk.unlock();
+      try {
+        std::string msg = fmt::format("{} (local rank {}, pid {})", rep.w.describe(), rep.w.local_rank, rep.w.pid);
+        s->report_failure(rep.w.rank, rep.w.signal != 0 ? 0 : rep.w.status(), rep.w.signal, msg);
+      } catch (const std::exception& ex) {
+        DTRAIN_WARN(agent, "cannot report the failure of rank {} to the rendezvous: {}", rep.w.rank, ex.what());
+      }
+      lk.lock();
+      continue;
+    }
+    if (agent_done_) return;
+    // the agent waits in `starting` for generation pending_gen_: re-join under it
+    int g = pending_gen_;
+    std::unique_ptr<rdzv::NodeSession> old = std::move(session_);
+    in_join_ = true;
+    lk.unlock();
+    old.reset();  // stops its threads and closes its connections
+    Event fail;
+    fail.kind = Event::Kind::abort;
+    try {
+      auto s = std::make_unique<rdzv::NodeSession>(session_options(g, node_rank_));
+      rdzv::JoinResult r = join(*s);
+      check_same(r);
+      rdzv::NodeSession* sp = s.get();
+      lk.lock();
+      session_ = std::move(s);
+      cur_gen_ = g;
+      in_join_ = false;
+      lk.unlock();
+      monitor(*sp, g);
+      agent_->post(Event::go(g, r.self.master_port));
+      lk.lock();
+      continue;
+    } catch (const AuthError& e) {
+      fail.exit_code = exit_code::auth_refused;
+      fail.reason = e.what();
+    } catch (const TimeoutError& e) {
+      fail.exit_code = exit_code::rdzv_timeout;
+      fail.reason = e.what();
+    } catch (const ConfigError& e) {
+      fail.exit_code = exit_code::usage;
+      fail.reason = e.what();
+    } catch (const std::exception& e) {
+      fail.exit_code = exit_code::internal;
+      fail.reason = e.what();
+    }
+    fail.reason = fmt::format("re-joining the rendezvous for generation {}: {}", g, fail.reason);
+    agent_->post(fail);
+    lk.lock();
+    in_join_ = false;
+    cur_gen_ = g;
+  }
+}
+
+int Driver::run() {
+  setup();
+  auto first = std::make_unique<rdzv::NodeSession>(session_options(0, node_rank_));
+  rdzv::JoinResult r = join(*first);
+  apply_first(r);
+  DTRAIN_INFO(agent, "node {} of {}: ranks {}-{} of {}, master {}:{}", node_rank_, r.self.nnodes, rank_offset_,
+              rank_offset_ + r.self.slots - 1, world_size_, r.self.master_addr, r.self.master_port);
+
+  AgentHooks hooks;
+  hooks.on_state = [this](JobState s, int g) {
+    std::lock_guard lk(mu_);
+    if (s == JobState::starting && g > pending_gen_) pending_gen_ = g;
+    if (s == JobState::done) agent_done_ = true;
+    if (session_ && !in_join_)
+      session_->set_local_state(state_name(s), s == JobState::running ? opt_.plan.procs_per_instance : 0, 0, g);
+    cv_.notify_all();
+  };
+  hooks.on_local_failure = [this](const WorkerExit& w, int g) {
+    std::lock_guard lk(mu_);
+    handled_gen_ = std::max(handled_gen_, g);
+    reports_.push_back({w, g});
+    cv_.notify_all();
+  };
+  agent_ = std::make_unique<Agent>(opt_, hooks);
+  {
+    std::lock_guard lk(mu_);
+    session_ = std::move(first);
+  }
+  monitor(*session_, 0);
+  agent_->post(Event::go(0, r.self.master_port));
+  control_ = std::thread([this] { control_loop(); });
+
+  int code = agent_->run();
+  bool stuck_in_join;
+  {
+    std::lock_guard lk(mu_);
+    agent_done_ = true;
+    stuck_in_join = in_join_;
+  }
+  cv_.notify_all();
+  if (stuck_in_join) {
+    // interrupted while re-joining: nothing of ours runs any more; the blocked join cannot be broken
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  control_.join();
+
+  if (code == exit_code::ok) {
+    {
+      std::lock_guard lk(mu_);
+      finishing_ = !late_code_.has_value();
+    }
+    if (finishing_) {
+      try {
+        session_->finish(join_timeout_);
+      } catch (const TimeoutError& e) {
+        std::lock_guard lk(mu_);
+        if (!late_code_) {
+          late_code_ = exit_code::rdzv_timeout;
+          late_reason_ = e.what();
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard lk(mu_);
+        if (!late_code_) {
+          std::string what = e.what();
+          late_code_ = what.find("lost") != std::string::npos ? exit_code::node_lost : exit_code::internal;
+          late_reason_ = fmt::format("exit barrier: {}", what);
+        }
+      }
+    }
+    std::lock_guard lk(mu_);
+    if (late_code_) {
+      code = *late_code_;
+      say(fmt::format("the job failed after this node's workers finished (exit status {}): {}", code, late_reason_));
+    }
+  }
+  return code;
+}
+
+}  // namespace
+
+bool is_multinode(const config::Plan& plan) { return plan.instances > 1 || !plan.rdzv_endpoint.empty(); }
+
+int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
+  Driver d(std::move(options), mn);
+  return d.run();
+}
+
+}  // namespace dtrain::agent
