@@ -66,6 +66,7 @@ NodeSession::NodeSession(NodeSessionOptions opts) : opts_(std::move(opts)) {
 NodeSession::~NodeSession() { close_all(); }
 
 JoinResult NodeSession::join(const ProgressFn& progress) {
+  close_all();  // a second join replaces the first membership
   ClientOptions co = opts_.store;
   if (co.client_name.empty()) co.client_name = fmt::format("agent {}", opts_.host);
   auto conn = connect_store(co);

@@ -209,7 +209,7 @@ struct Server::Impl {
       c->node = nullptr;
       if (!s->closed) {
         remove_joiner(s, n);
-      } else if (!n->left && !n->lost && !s->finished && !s->fatal) {
+      } else if (!stopping && !n->left && !n->lost && !s->finished && !s->fatal) {
         declare_lost(s, n, "its connection closed without leaving (agent killed or host down)");
       }
     }
