@@ -136,7 +136,10 @@ int run(int argc, char** argv) {
     return runner ? runner() : exit_code::usage;
   } catch (const config::SpecError& e) {
     std::fprintf(stderr, "dtrain: %s\n", e.what());
-    std::fprintf(stderr, "hint: every job spec field, its type and default: man 5 dtrain-job\n");
+    bool identity = false;
+    for (const auto& p : e.problems()) identity = identity || (!p.path.empty() && p.path[0] != '/' && p.path[0] != '-');
+    std::fprintf(stderr, "hint: every job spec field, its type and default: man 5 dtrain-job%s\n",
+                 identity ? "; node identity from the environment: man 1 dtrain (NODE IDENTITY)" : "");
     return exit_code::usage;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "dtrain: %s\n", e.what());

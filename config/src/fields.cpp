@@ -9,6 +9,7 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/text.hpp"
+#include "spec_internal.hpp"
 
 namespace dtrain::config {
 namespace {
@@ -28,7 +29,7 @@ void check_identifier(const json& v, const std::string& path, Problems& out, con
   if (!ok)
     out.push_back({path, fmt::format("{} is not a valid {}; expected up to 128 letters, digits, '.', '_' "
                                      "or '-', starting with a letter or digit",
-                                     v.dump(), what)});
+                                     detail::show(v), what)});
 }
 
 void check_name(const json& v, const std::string& path, Problems& out) { check_identifier(v, path, out, "job name"); }
@@ -77,8 +78,8 @@ void check_env(const json& v, const std::string& path, Problems& out) {
     else if (reserved_env().count(key))
       out.push_back({p, fmt::format("{} is set by dtrain for every worker (see dtrain-launch(1)); remove it from env", key)});
     if (!value.is_string())
-      out.push_back({p, fmt::format("{} is not a string; environment values are strings, e.g. \"{}\"", value.dump(),
-                                    value.is_primitive() && !value.is_null() ? value.dump() : std::string("4"))});
+      out.push_back({p, fmt::format("{} is not a string; environment values are strings, e.g. \"{}\"", detail::show(value),
+                                    value.is_primitive() && !value.is_null() ? detail::show(value) : std::string("4"))});
   }
 }
 

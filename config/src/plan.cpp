@@ -301,7 +301,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
   json ranks = json::array();
   for (const auto& rk : plan.ranks) ranks.push_back({{"rank", rk.rank}, {"node_rank", rk.node_rank}, {"local_rank", rk.local_rank}});
   j["ranks"] = std::move(ranks);
-  return j.dump(indent);
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
 std::string plan_to_text(const Plan& plan) {

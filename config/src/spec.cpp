@@ -18,7 +18,7 @@ namespace dtrain::config {
 namespace detail {
 
 std::string show(const nlohmann::json& value) {
-  std::string s = value.dump();
+  std::string s = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }
@@ -203,7 +203,7 @@ bool check_value(const FieldInfo& f, const json& v, const std::string& path, Col
       for (std::size_t i = 0; i < v.size(); ++i) {
         if (!v[i].is_string()) {
           c.add(fmt::format("{}/{}", path, i), fmt::format("{} is {}; every element must be a string, e.g. \"{}\"",
-                                                           show(v[i]), kind(v[i]), v[i].is_primitive() ? v[i].dump() : "arg"));
+                                                           show(v[i]), kind(v[i]), v[i].is_primitive() ? show(v[i]) : "arg"));
           ok = false;
         }
       }
