@@ -404,7 +404,8 @@ void Communicator::release() noexcept {
       ncclResult_t r = ncclCommFinalize(comm_);
       ncclResult_t state = r;
       for (Backoff b; r == ncclSuccess || r == ncclInProgress;) {
-        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess || state != ncclInProgress) break;
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+        if (state != ncclInProgress) break;
         if (Clock::now() >= deadline) break;
         b.pause();
       }
