@@ -10,6 +10,7 @@
 
 #include "app.hpp"
 #include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/multinode.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/config/plan.hpp"
@@ -78,15 +79,11 @@ struct LaunchArgs {
   std::string log_dir;
   std::string summary_json;
   bool progress = false, no_progress = false;
+  bool insecure = false;
 };
 
 int launch(const LaunchArgs& a) {
   config::Plan plan = load_plan(a.spec, /*job_required=*/false);
-  if (plan.instances > 1)
-    throw ConfigError(fmt::format(
-        "this job spans {} nodes; this build of dtrain launch runs single-node jobs only "
-        "(set cluster.instances to 1, or --nodes 1)",
-        plan.instances));
   const auto& spec = plan.spec;
   agent::AgentOptions o;
   o.plan_json = config::plan_to_json(plan);
@@ -105,6 +102,7 @@ int launch(const LaunchArgs& a) {
   if (!a.ranks.empty()) o.output.terminal_ranks = parse_ranks(a.ranks, plan.world_size);
   o.progress = a.no_progress ? 0 : (a.progress ? 1 : -1);
   o.plan = std::move(plan);
+  if (agent::is_multinode(o.plan)) return agent::run_multinode(std::move(o), {a.insecure});
   agent::Agent agent(std::move(o));
   return agent.run();
 }
@@ -130,9 +128,10 @@ void register_launch(CLI::App& app, Runner& run) {
       ->type_name("FILE");
   auto* prog = sub->add_flag("--progress", args->progress, "show the job's stage even when stderr is not a terminal");
   sub->add_flag("--no-progress", args->no_progress, "never show the progress line")->excludes(prog);
+  sub->add_flag("--insecure", args->insecure, "allow a multi-node job without a rendezvous token (trusted networks only)");
   sub->footer(
       "Arguments after -- are appended to the job's command. Exit status: 0 ok; the root-cause worker's exit "
-      "code, or 128+N for signal N; 2 usage or spec error; 124 max_runtime_s; 126/127 command not executable/not "
+      "code, or 128+N for signal N; 2 usage or spec error; 69 node lost; 75 rendezvous timeout; 77 token refused; 124 max_runtime_s; 126/127 command not executable/not "
       "found; 130/143 interrupted. See dtrain-launch(1).");
   sub->callback([args, &run] {
     run = [args] { return launch(*args); };

@@ -332,7 +332,7 @@ void Driver::control_loop() {
       rdzv::NodeSession* s = session_.get();
       lk.unlock();
       try {
-        std::string msg = fmt::format("{} (local rank {}, pid {})", rep.w.describe(), rep.w.local_rank, rep.w.pid);
+        std::string msg = fmt::format("local rank {}, pid {}", rep.w.local_rank, rep.w.pid);
         s->report_failure(rep.w.rank, rep.w.signal != 0 ? 0 : rep.w.status(), rep.w.signal, msg);
       } catch (const std::exception& ex) {
         DTRAIN_WARN(agent, "cannot report the failure of rank {} to the rendezvous: {}", rep.w.rank, ex.what());
