@@ -191,7 +191,12 @@ struct Server::Impl {
 
   void send(Conn* c, const Frame& f) {
     Bytes out;
-    wire::encode(f, out);
+    try {
+      wire::encode(f, out);
+    } catch (const wire::ProtocolError& e) {  // a reply over the frame limit (a huge status)
+      out.clear();
+      wire::encode(Frame(Op::error).i64(std::int64_t(ErrorCode::limit)).str(e.what()), out);
+    }
     send_bytes(c, std::move(out));
   }
 
@@ -484,14 +489,13 @@ struct Server::Impl {
       p = std::make_unique<Scope>();
       p->run_id = run;
       p->generation = gen;
-      collect_scopes(run);
     }
     return p.get();
   }
 
   // Frees older generations of a run once nobody uses them: a restart never reads stale keys, and
   // the memory of finished generations comes back.
-  void collect_scopes(const std::string& run) {
+  void collect_scopes(std::string run) {  // by value: it may free the scope that owns the caller's string
     std::int64_t newest = -1;
     for (auto& [k, s] : scopes)
       if (k.first == run) newest = std::max(newest, k.second);
@@ -620,6 +624,7 @@ struct Server::Impl {
     disarm_idle(c);
     c->scope = scope_for(c->run_id, c->generation);
     ++c->scope->conns;
+    collect_scopes(c->run_id);  // a new generation frees the unused older ones
     send(c, Frame(Op::welcome).str(ip_of(c->peer)));
     DTRAIN_DEBUG(rdzv, "rendezvous: {} ('{}') joined run '{}' generation {}", c->peer, c->name, c->run_id, c->generation);
   }
@@ -804,8 +809,8 @@ struct Server::Impl {
     auto hb_timeout = f.i64_at(7);
     auto timeout = f.i64_at(8);
     if (c->node != nullptr) throw ProtocolErrorReply(ErrorCode::bad_request, "this connection already joined");
-    if (instances < 1 || instances > 100000)
-      throw ProtocolErrorReply(ErrorCode::bad_request, fmt::format("instances {} out of range 1-100000", instances));
+    if (instances < 1 || instances > 65536)
+      throw ProtocolErrorReply(ErrorCode::bad_request, fmt::format("instances {} out of range 1-65536", instances));
     if (slots < 0 || slots > 100000)
       throw ProtocolErrorReply(ErrorCode::bad_request, fmt::format("slot count {} out of range", slots));
     if (requested >= instances)
@@ -890,7 +895,12 @@ struct Server::Impl {
     s->closed = true;
     Frame tf(Op::value);
     for (auto& e : entries) tf.args.push_back(std::move(e));
-    s->table_frame = std::make_shared<const Bytes>(wire::encode(tf));
+    try {
+      s->table_frame = std::make_shared<const Bytes>(wire::encode(tf));
+    } catch (const wire::ProtocolError& e) {  // the rank table alone is over the frame limit
+      s->table_frame = std::make_shared<const Bytes>(wire::encode(
+          Frame(Op::error).i64(std::int64_t(ErrorCode::limit)).str(fmt::format("rank table of {} nodes: {}", s->instances, e.what()))));
+    }
     auto joiners = std::move(s->joiners);
     s->joiners.clear();
     joiners.push_back(last);
