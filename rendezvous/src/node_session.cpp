@@ -69,6 +69,8 @@ JoinResult NodeSession::join(const ProgressFn& progress) {
   close_all();  // a second join replaces the first membership
   ClientOptions co = opts_.store;
   if (co.client_name.empty()) co.client_name = fmt::format("agent {}", opts_.host);
+  // Other nodes may start long before node 0 serves the store: keep trying for the join timeout.
+  co.connect_timeout = std::max(co.connect_timeout, opts_.join_timeout);
   auto conn = connect_store(co);
   std::string local = conn->local_address();
   std::string advertise = opts_.advertise_addr.empty() ? local : opts_.advertise_addr;

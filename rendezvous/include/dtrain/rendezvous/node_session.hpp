@@ -2,7 +2,8 @@
 // NodeSession: one agent's membership in a multi-node job, driven by the agent.
 //
 //   NodeSession s(opts);                       // nothing happens yet
-//   JoinResult r = s.join(progress);           // blocks until `instances` nodes joined (or throws)
+//   JoinResult r = s.join(progress);           // blocks until `instances` nodes joined (or throws);
+//                                              // connecting is retried for up to join_timeout
 //   s.start_monitoring(on_event);              // heartbeat + watcher threads
 //   ... spawn workers with r (ranks, MASTER_ADDR/PORT) ...
 //   s.set_local_state("running", n, 0, restarts);   // any thread; carried by the next heartbeat
@@ -55,7 +56,8 @@ struct NodeSessionOptions {
   std::chrono::milliseconds join_timeout{600000};
   std::chrono::milliseconds heartbeat_interval{5000};
   std::chrono::milliseconds heartbeat_timeout{15000};  // 0: never declare a node lost for silence
-  bool fetch_table = true;        // also fetch the full rank table after the barrier
+  bool fetch_table = true;        // also fetch the full rank table after the barrier (N rows per
+                                  // node: turn off for thousands of nodes if only `self` is needed)
 };
 
 struct JoinResult {
