@@ -1,0 +1,270 @@
+// Multi-node jobs on loopback: 2-4 `dtrain launch` processes of the real binary (different
+// --node-rank, one spec, a tokened store served by node 0's agent) become one job.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../agent/agent_test_util.hpp"
+
+extern char** environ;
+
+namespace {
+
+using agent_test::TempDir;
+namespace fs = std::filesystem;
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One `dtrain launch` process with stdout/stderr in files.
+struct Node {
+  pid_t pid = -1;
+  std::string out, err;
+  int rc = -2;
+};
+
+Node start(const TempDir& t, const std::string& name, const std::vector<std::string>& args) {
+  Node n;
+  n.out = t / (name + ".out");
+  n.err = t / (name + ".err");
+  std::vector<std::string> argv{DTRAIN_BIN, "launch"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, n.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, n.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int rc = posix_spawn(&n.pid, DTRAIN_BIN, &fa, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  REQUIRE(rc == 0);
+  return n;
+}
+
+// Waits for the node (killing it at the deadline); its exit status, 128+N for signal N, -1 on timeout.
+int finish(Node& n, double timeout_s) {
+  if (n.rc != -2) return n.rc;
+  n.rc = agent_test::wait_child(n.pid, timeout_s);
+  if (n.rc == -1) {
+    ::kill(n.pid, SIGKILL);
+    ::waitpid(n.pid, nullptr, 0);
+  }
+  return n.rc;
+}
+
+std::string err_of(const Node& n) { return agent_test::slurp(n.err); }
+
+// KEY=VALUE lines of a worker's env dump.
+std::map<std::string, std::string> env_file(const fs::path& p) {
+  std::map<std::string, std::string> m;
+  for (const auto& line : agent_test::lines_of(agent_test::slurp(p))) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return m;
+}
+
+struct Job {
+  TempDir t;
+  int port = free_port();
+  std::string token = "tok-" + agent_test::unique_marker();
+  std::string marker = agent_test::unique_marker();
+  std::string job;
+
+  // `script` runs under sh -c in every worker; $T is the temp dir, env-$RANK-$DTRAIN_GENERATION
+  // dumps are written before it runs.
+  Job(int instances, int procs, const std::string& script, const std::string& extra = "") {
+    agent_test::write_file(t / "token", token + "\n");
+    fs::permissions(t / "token", fs::perms(0600));
+    std::string cmd = "env > \"$T/env-$RANK-$DTRAIN_GENERATION.tmp\" && mv \"$T/env-$RANK-$DTRAIN_GENERATION.tmp\" "
+                      "\"$T/env-$RANK-$DTRAIN_GENERATION\"; " + script;
+    std::string esc;
+    for (char c : cmd) {
+      if (c == '"' || c == '\\') esc += '\\';
+      esc += c;
+    }
+    job = t / "job.json";
+    agent_test::write_file(job, fmt::format(R"({{"version": 1, "name": "mn", "command": ["sh", "-c", "{}"],
+ "cluster": {{"instances": {}, "procs_per_instance": {}}},
+ "rendezvous": {{"endpoint": "127.0.0.1:{}", "token_file": "{}", "heartbeat_s": 0.5, "heartbeat_timeout_s": 2,
+                 "join_timeout_s": 40}},
+ "env": {{"T": "{}", "MN_MARKER": "{}"}}, "grace_s": 2{}}})",
+                                            esc, instances, procs, port, t / "token", t.path.string(), marker, extra));
+  }
+  std::vector<std::string> args(int node, std::vector<std::string> more = {}) const {
+    std::vector<std::string> a{job, "--node-rank", std::to_string(node), "--no-progress"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+  Node node(int i, std::vector<std::string> more = {}) const { return start(t, fmt::format("node{}", i), args(i, more)); }
+  bool have_env(int rank, int gen) const { return fs::exists(t.path / fmt::format("env-{}-{}", rank, gen)); }
+  bool no_workers_left() const {
+    return agent_test::wait_until([&] { return agent_test::procs_with_env("MN_MARKER=" + marker).empty(); }, 20);
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("agent::multinode") {
+
+TEST_CASE("three agents on loopback become one job: global ranks and the env contract on every node") {
+  Job j(3, 2, "exit 0");
+  std::vector<Node> nodes;
+  for (int i = 2; i >= 0; --i) nodes.push_back(j.node(i));  // node 0 last: the others wait for its store
+  for (auto& n : nodes) CHECK_MESSAGE(finish(n, 60) == 0, err_of(n));
+  std::set<std::string> master_ports;
+  for (int rank = 0; rank < 6; ++rank) {
+    auto e = env_file(j.t.path / fmt::format("env-{}-0", rank));
+    CAPTURE(rank);
+    CHECK(e["RANK"] == std::to_string(rank));
+    CHECK(e["LOCAL_RANK"] == std::to_string(rank % 2));
+    CHECK(e["WORLD_SIZE"] == "6");
+    CHECK(e["DTRAIN_WORLD_SIZE"] == "6");
+    CHECK(e["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(e["GROUP_RANK"] == std::to_string(rank / 2));
+    CHECK(e["DTRAIN_NODE_RANK"] == std::to_string(rank / 2));
+    CHECK(e["DTRAIN_NNODES"] == "3");
+    CHECK(e["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(e["DTRAIN_STORE_ADDR"] == fmt::format("127.0.0.1:{}", j.port));
+    CHECK(e["DTRAIN_STORE_TOKEN"] == j.token);
+    CHECK(e["DTRAIN_LOCAL_ADDR"] == "127.0.0.1");
+    CHECK(e["DTRAIN_GENERATION"] == "0");
+    CHECK(!e["MASTER_PORT"].empty());
+    master_ports.insert(e["MASTER_PORT"] + "/" + e["DTRAIN_RUN_ID"]);
+  }
+  CHECK(master_ports.size() == 1);  // one MASTER_PORT and one run id for the whole job
+}
+
+TEST_CASE("the workers' collectives bootstrap through node 0's store across agents") {
+  fs::path worker = fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce";
+  if (!fs::exists(worker)) {
+    MESSAGE("skipped: examples/c_allreduce is not built in this tree");
+    return;
+  }
+  Job j(2, 2, fmt::format("exec '{}' --count 1000 --iters 2", worker.string()));
+  Node n1 = j.node(1), n0 = j.node(0);
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+  std::string out = agent_test::slurp(n0.out) + agent_test::slurp(n1.out);
+  for (int r = 0; r < 4; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/4 ok", r)) != std::string::npos, out);
+}
+
+TEST_CASE("a worker failure on node 1 stops node 0; both exit with the root cause's code") {
+  Job j(2, 2, "if [ \"$RANK\" = 2 ]; then sleep 0.3; exit 3; fi; exec sleep 60");
+  Node n0 = j.node(0), n1 = j.node(1);
+  CHECK_MESSAGE(finish(n1, 60) == 3, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 3, err_of(n0));
+  std::string e0 = err_of(n0);
+  CHECK_MESSAGE(e0.find("node 1") != std::string::npos, e0);  // node 0's summary names the root cause
+  CHECK_MESSAGE(e0.find("rank 2 exited with code 3") != std::string::npos, e0);
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("a failure with a restart left: every node re-joins under generation 1 with a fresh MASTER_PORT") {
+  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; "
+              "[ \"$DTRAIN_GENERATION\" = 1 ] && exit 0; exec sleep 60",
+         R"(, "restart": {"max_restarts": 1})");
+  Node n0 = j.node(0), n1 = j.node(1);
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+  for (int rank = 0; rank < 2; ++rank) {
+    CAPTURE(rank);
+    REQUIRE(j.have_env(rank, 0));
+    REQUIRE(j.have_env(rank, 1));
+    auto g0 = env_file(j.t.path / fmt::format("env-{}-0", rank));
+    auto g1 = env_file(j.t.path / fmt::format("env-{}-1", rank));
+    CHECK(g1["DTRAIN_GENERATION"] == "1");
+    CHECK(g1["TORCHELASTIC_RESTART_COUNT"] == "1");
+    CHECK(g1["RANK"] == std::to_string(rank));
+    CHECK(g1["MASTER_PORT"] != g0["MASTER_PORT"]);
+  }
+  CHECK(env_file(j.t.path / "env-0-1")["MASTER_PORT"] == env_file(j.t.path / "env-1-1")["MASTER_PORT"]);
+}
+
+TEST_CASE("an agent SIGKILLed: the others exit with node_lost (69) naming it, and no worker survives") {
+  Job j(3, 1, "exec sleep 60");
+  Node n0 = j.node(0), n1 = j.node(1), n2 = j.node(2);
+  REQUIRE(agent_test::wait_until([&] { return j.have_env(0, 0) && j.have_env(1, 0) && j.have_env(2, 0); }, 40));
+  ::kill(n1.pid, SIGKILL);
+  CHECK(finish(n1, 10) == 128 + SIGKILL);
+  CHECK_MESSAGE(finish(n0, 30) == 69, err_of(n0));
+  CHECK_MESSAGE(finish(n2, 30) == 69, err_of(n2));
+  CHECK_MESSAGE(err_of(n0).find("node 1") != std::string::npos, err_of(n0));
+  CHECK_MESSAGE(err_of(n2).find("node 1") != std::string::npos, err_of(n2));
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("node 0's agent SIGKILLed: the others lose the rendezvous and exit with node_lost (69)") {
+  Job j(2, 1, "exec sleep 60");
+  Node n0 = j.node(0), n1 = j.node(1);
+  REQUIRE(agent_test::wait_until([&] { return j.have_env(0, 0) && j.have_env(1, 0); }, 40));
+  ::kill(n0.pid, SIGKILL);
+  CHECK(finish(n0, 10) == 128 + SIGKILL);
+  CHECK_MESSAGE(finish(n1, 30) == 69, err_of(n1));
+  CHECK_MESSAGE(err_of(n1).find("rendezvous") != std::string::npos, err_of(n1));
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("a wrong token is refused with 77; the job waits for the right node") {
+  Job j(2, 1, "exit 0");
+  agent_test::write_file(j.t / "bad", "not-the-token\n");
+  fs::permissions(j.t / "bad", fs::perms(0600));
+  Node n0 = j.node(0);
+  Node bad = start(j.t, "bad", j.args(1, {"--token-file", j.t / "bad"}));
+  CHECK_MESSAGE(finish(bad, 60) == 77, err_of(bad));
+  CHECK_MESSAGE(err_of(bad).find("token") != std::string::npos, err_of(bad));
+  Node n1 = j.node(1);
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+}
+
+TEST_CASE("join timeout: 75, naming the node that never came") {
+  Job j(3, 1, "exit 0");
+  Node n0 = j.node(0, {"--set", "/rendezvous/join_timeout_s=3"});
+  Node n1 = j.node(1, {"--set", "/rendezvous/join_timeout_s=3"});
+  CHECK_MESSAGE(finish(n0, 60) == 75, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 75, err_of(n1));
+  CHECK_MESSAGE(err_of(n0).find("node 2") != std::string::npos, err_of(n0));
+}
+
+TEST_CASE("a multi-node job without a token is refused (2) unless --insecure") {
+  Job j(2, 1, "exit 0");
+  std::string spec = agent_test::slurp(j.job);
+  auto a = spec.find("\"token_file\"");
+  auto b = spec.find(',', a);
+  spec.erase(a, b - a + 1);
+  agent_test::write_file(j.job, spec);
+  Node n = j.node(0);
+  CHECK_MESSAGE(finish(n, 30) == 2, err_of(n));
+  CHECK_MESSAGE(err_of(n).find("--insecure") != std::string::npos, err_of(n));
+  Node n1 = j.node(1, {"--insecure"}), n0 = j.node(0, {"--insecure"});
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+}
+
+}  // TEST_SUITE
