@@ -241,9 +241,7 @@ rdzv::JoinResult Driver::join(rdzv::NodeSession& s) {
     return r;
   } catch (const IoError& e) {
     line_.clear();
-    throw TimeoutError(fmt::format("cannot reach the rendezvous at {}: {} (is node 0's dtrain launch, or dtrain "
-                                   "rendezvous serve, running there?)",
-                                   endpoint_, e.what()));
+    throw TimeoutError(fmt::format("joining the rendezvous at {}: {}", endpoint_, e.what()));
   } catch (...) {
     line_.clear();
     throw;

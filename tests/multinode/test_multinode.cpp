@@ -185,6 +185,56 @@ TEST_CASE("a worker failure on node 1 stops node 0; both exit with the root caus
   CHECK(j.no_workers_left());
 }
 
+TEST_CASE("a dedicated `dtrain rendezvous serve` host: node 0 joins it instead of serving") {
+  Job j(2, 1, "exit 0");
+  std::vector<std::string> argv{DTRAIN_BIN, "rendezvous", "serve", "--listen", fmt::format("127.0.0.1:{}", j.port),
+                                "--token-file", j.t / "token"};
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t serve = -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  std::string serve_err = j.t / "serve.err";
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, serve_err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(posix_spawn(&serve, DTRAIN_BIN, &fa, nullptr, cargv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // the agents retry a refused connection, but node 0 must find the address taken to not serve it
+  REQUIRE(agent_test::wait_until([&] {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(j.port));
+    bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return up;
+  }, 30));
+  Node n0 = j.node(0), n1 = j.node(1);
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+  CHECK(env_file(j.t.path / "env-1-0")["RANK"] == "1");
+  ::kill(serve, SIGTERM);
+  CHECK(agent_test::wait_child(serve, 30) == 0);
+}
+
+TEST_CASE("node ranks not given: the agent on the endpoint's address serves, the rendezvous assigns ranks") {
+  Job j(2, 2, "exit 0");
+  Node a = start(j.t, "a", {j.job, "--no-progress"});
+  Node b = start(j.t, "b", {j.job, "--no-progress"});
+  CHECK_MESSAGE(finish(a, 60) == 0, err_of(a));
+  CHECK_MESSAGE(finish(b, 60) == 0, err_of(b));
+  std::set<std::string> groups;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto e = env_file(j.t.path / fmt::format("env-{}-0", rank));
+    CHECK(e["RANK"] == std::to_string(rank));
+    CHECK(e["WORLD_SIZE"] == "4");
+    groups.insert(e["GROUP_RANK"]);
+  }
+  CHECK(groups == std::set<std::string>{"0", "1"});
+}
+
 TEST_CASE("a failure with a restart left: every node re-joins under generation 1 with a fresh MASTER_PORT") {
   Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; "
               "[ \"$DTRAIN_GENERATION\" = 1 ] && exit 0; exec sleep 60",
