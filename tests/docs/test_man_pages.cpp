@@ -13,7 +13,12 @@
 
 #include "../cli/run_binary.hpp"
 #include "dtrain/common/params.hpp"
+#include "dtrain/config/errors.hpp"
 #include "dtrain/config/fields.hpp"
+#include "dtrain/config/plan.hpp"
+#include "dtrain/config/spec.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
 using dtrain::test::read_file;
@@ -98,6 +103,28 @@ TEST_SUITE("docs::man_pages") {
         }
       CHECK_MESSAGE(found, "spec field " << name << " (" << std::string(f.path) << ") is missing from man/dtrain-job.5 (.TP/.B " << name << ")");
     }
+  }
+
+  TEST_CASE("the every-field example sets every field, validates, and is the one dtrain-job(5) shows") {
+    std::string file = read_file(fs::path(DTRAIN_SOURCE_DIR) / "examples/jobs/every-field.json");
+    auto doc = nlohmann::json::parse(file);
+    for (const auto& f : dtrain::config::spec_fields()) {
+      if (std::string(f.path) == "/cluster/procs_per_instance") continue;  // the CPU spelling of gpus_per_instance
+      CHECK_MESSAGE(doc.contains(nlohmann::json::json_pointer(f.path)),
+                    std::string(f.path) << " is missing from examples/jobs/every-field.json");
+    }
+    dtrain::config::JobSpec spec = dtrain::config::load_spec_text(file, {}, "every-field.json");
+    CHECK(spec.name == "every-field");
+    // The man page's copy (between the marker and .EE) is the same JSON.
+    std::string page = plain(read_file(kMan / "dtrain-job.5"));
+    auto mark = page.find("examples/every-field.json");
+    if (mark == std::string::npos) mark = page.find("examples/jobs/every-field.json");
+    REQUIRE(mark != std::string::npos);
+    auto ex = page.find(".EX\n", mark);
+    auto ee = page.find("\n.EE", ex);
+    REQUIRE(ex != std::string::npos);
+    REQUIRE(ee != std::string::npos);
+    CHECK(nlohmann::json::parse(page.substr(ex + 4, ee - ex - 4)) == doc);
   }
 
   TEST_CASE("every DTRAIN_* parameter of the registry is documented in a man page") {
