@@ -37,7 +37,7 @@ struct CommConfig {
   std::chrono::milliseconds timeout{300000};
   std::string transport = "auto";  // auto | tcp
   std::string advertise;           // empty: DTRAIN_SOCKET_ADDR, DTRAIN_LOCAL_ADDR, the store connection
-  std::size_t shm_slot_bytes = 1 << 20;
+  std::size_t shm_slot_bytes = 2 << 20;
   std::size_t tcp_chunk_bytes = 1 << 20;
   int spin_us = 50;
 };

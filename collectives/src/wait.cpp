@@ -51,6 +51,13 @@ void futex_sleep(std::atomic<std::uint32_t>& word, std::uint32_t old, std::atomi
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t old, std::chrono::microseconds slice) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(slice.count() / 1000000);
+  ts.tv_nsec = static_cast<long>((slice.count() % 1000000) * 1000);
+  syscall(SYS_futex, raw(word), FUTEX_WAIT, old, &ts, nullptr, 0);
+}
+
 void futex_wake_all(std::atomic<std::uint32_t>& word, const std::atomic<std::uint32_t>& sleepers) {
   if (sleepers.load(std::memory_order_seq_cst) == 0) return;
   syscall(SYS_futex, raw(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);

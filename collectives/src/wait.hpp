@@ -13,6 +13,8 @@ bool spin_until_changed(const std::atomic<std::uint32_t>& word, std::uint32_t ol
 // Sleeps until word != old, a wake, or `slice` passes (whichever first). Announces itself in sleepers.
 void futex_sleep(std::atomic<std::uint32_t>& word, std::uint32_t old, std::atomic<std::uint32_t>& sleepers,
                  std::chrono::microseconds slice);
+// Sleeps while word == old, until a wake or `slice` passes (the caller counts itself in sleepers).
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t old, std::chrono::microseconds slice);
 // Wakes every sleeper on word (only a syscall when sleepers > 0).
 void futex_wake_all(std::atomic<std::uint32_t>& word, const std::atomic<std::uint32_t>& sleepers);
 

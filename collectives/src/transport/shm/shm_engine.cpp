@@ -261,18 +261,40 @@ void Engine::fail_timeout(const OpDesc& d, std::uint32_t epoch) {
 }
 
 void Engine::sync(const OpDesc& d) {
-  const std::uint32_t p = hdr_->phase.load(std::memory_order_acquire);
+  // Each rank publishes its own epoch (one cache line per rank, no shared counter) and waits until
+  // every rank's epoch reached it. Sleepers wait on the shared phase word; an arrival only bumps it
+  // and enters the kernel when someone sleeps.
   ++epoch_;
-  ctl_[me_].epoch.store(epoch_, std::memory_order_release);
-  if (hdr_->count.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<std::uint32_t>(n_)) {
-    hdr_->count.store(0, std::memory_order_relaxed);
+  ctl_[me_].epoch.store(epoch_, std::memory_order_seq_cst);
+  if (hdr_->sleepers.load(std::memory_order_seq_cst) != 0) {
     hdr_->phase.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(hdr_->phase, hdr_->sleepers);
-  } else if (!spin_until_changed(hdr_->phase, p, spin_us_)) {
-    while (hdr_->phase.load(std::memory_order_acquire) == p) {
+  }
+  auto all_arrived = [&] {
+    for (int j = 0; j < n_; ++j)
+      if (ctl_[j].epoch.load(std::memory_order_acquire) < epoch_) return false;
+    return true;
+  };
+  if (!all_arrived()) {
+    const auto spin_until = Clock::now() + std::chrono::microseconds(spin_us_);
+    bool done = false;
+    while (!done && Clock::now() < spin_until) {
+      for (int i = 0; i < 32 && !done; ++i) {
+        done = all_arrived();
+#if defined(__x86_64__) || defined(__i386__)
+        if (!done) __builtin_ia32_pause();
+#endif
+      }
+    }
+    while (!done) {
       check_abort_and_peers(d);
       if (Clock::now() >= d.deadline) fail_timeout(d, epoch_);
-      futex_sleep(hdr_->phase, p, hdr_->sleepers, std::chrono::milliseconds(20));
+      hdr_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const std::uint32_t p = hdr_->phase.load(std::memory_order_seq_cst);
+      done = all_arrived();
+      if (!done) futex_wait(hdr_->phase, p, std::chrono::milliseconds(20));
+      hdr_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      done = done || all_arrived();
     }
   }
   if (first_sync_) {

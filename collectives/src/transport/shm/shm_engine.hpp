@@ -22,7 +22,7 @@ struct Options {
   std::string key_prefix;          // store keys of this communicator, e.g. "coll/3/node0/"
   std::string name_prefix;         // segment name stem, e.g. "dtrain-<run>-g<gen>"
   std::chrono::milliseconds timeout{300000};
-  std::size_t slot_bytes = 1 << 20;
+  std::size_t slot_bytes = 2 << 20;
   int spin_us = 50;
 };
 
