@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtrain/common/errors.hpp"
@@ -80,7 +81,10 @@ void register_env(CLI::App& app, Runner& run) {
       for (const auto& p : params()) {
         std::string def = *p.default_value ? p.default_value : "(unset)";
         std::printf("%-24s %-10s %s", p.name, def.c_str(), p.help);
-        if (const char* v = std::getenv(p.name); v != nullptr) std::printf(" [now: %s]", v);
+        if (const char* v = std::getenv(p.name); v != nullptr) {
+          bool secret = std::string_view(p.name).find("TOKEN") != std::string_view::npos;
+          std::printf(" [now: %s]", secret ? "set, not shown" : v);
+        }
         std::printf("\n");
       }
       return exit_code::ok;

@@ -52,10 +52,13 @@ TEST_SUITE("cli::app") {
   TEST_CASE("env lists the DTRAIN_* registry with defaults and current values") {
     auto env = base_env();
     env["DTRAIN_LOG"] = "debug";
+    env["DTRAIN_RDZV_TOKEN"] = "s3cret-value";
     auto r = run({DTRAIN_BIN, "env"}, env);
     CHECK(r.status == 0);
     CHECK(r.out.find("DTRAIN_LOG") != std::string::npos);
     CHECK(r.out.find("[now: debug]") != std::string::npos);
     CHECK(r.out.find("DTRAIN_TEST_GPUS") != std::string::npos);
+    CHECK(r.out.find("s3cret-value") == std::string::npos);  // a token is never printed
+    CHECK(r.out.find("[now: set, not shown]") != std::string::npos);
   }
 }
