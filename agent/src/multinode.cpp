@@ -206,8 +206,15 @@ void Driver::setup() {
       so.insecure = mn_.insecure;
       so.run_id = run_id_;
       server_ = std::make_unique<rdzv::Server>(so);
-      server_->start();
-      DTRAIN_INFO(agent, "serving the rendezvous on {} for run '{}'", server_->endpoint(), run_id_);
+      try {
+        server_->start();
+        DTRAIN_INFO(agent, "serving the rendezvous on {} for run '{}'", server_->endpoint(), run_id_);
+      } catch (const IoError& e) {
+        // another agent of this machine bound it first (node ranks not given): join it
+        if (bind_probe(ep_.host, ep_.port) != EADDRINUSE) throw;
+        DTRAIN_INFO(agent, "not serving the rendezvous {}: {}", endpoint_, e.what());
+        server_.reset();
+      }
     } else if (node_rank_ == 0) {
       DTRAIN_INFO(agent, "not serving the rendezvous {} ({}): joining it", endpoint_, errno_text(err));
     }
