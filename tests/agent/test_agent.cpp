@@ -233,7 +233,9 @@ TEST_SUITE("agent::agent") {
     TempDir t;
     auto plan = sh_plan(2,
                         "echo \"$TORCHELASTIC_RESTART_COUNT $DTRAIN_GENERATION\" >> \"$T/count.$RANK\";"
-                        " if [ \"$DTRAIN_GENERATION\" -lt 2 ] && [ \"$RANK\" = 1 ]; then exit 4; fi;"
+                        " touch \"$T/up.$RANK.$DTRAIN_GENERATION\";"
+                        " if [ \"$DTRAIN_GENERATION\" -lt 2 ] && [ \"$RANK\" = 1 ]; then"
+                        " while [ ! -e \"$T/up.0.$DTRAIN_GENERATION\" ]; do sleep 0.02; done; exit 4; fi;"
                         " if [ \"$DTRAIN_GENERATION\" -lt 2 ]; then exec sleep 60; fi",
                         t);
     auto o = options(plan, t);
