@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     lines.push_back("|      bytes |   raw us | dtrain us | raw GB/s | dtrain GB/s | ratio | sync raw us | sync dtrain us | sync ratio | check |");
     lines.push_back("|-----------:|---------:|----------:|---------:|------------:|------:|------------:|---------------:|-----------:|:-----:|");
     bool all_ok = true;
-    double worst_large = 0, worst_any = 0;
+    double worst_large = 0, worst_huge = 0, worst_any = 0;
 
     for (std::size_t bytes : sizes) {
       const std::size_t count = bytes / sizeof(float);
@@ -217,6 +217,7 @@ int main(int argc, char** argv) {
       const double overhead = 1.0 / ratio - 1.0;
       worst_any = std::max(worst_any, overhead);
       if (bytes >= (std::size_t{1} << 20)) worst_large = std::max(worst_large, overhead);
+      if (bytes >= (std::size_t{1} << 26)) worst_huge = std::max(worst_huge, overhead);
       lines.push_back(fmt::format("| {:>10} | {:>8.2f} | {:>9.2f} | {:>8.2f} | {:>11.2f} | {:>5.3f} | {:>11.2f} | {:>14.2f} | {:>10.3f} | {:^5} |",
                                   bytes, raw_t * 1e6, dt_t * 1e6, raw_bw, dt_bw, ratio, raw_st * 1e6, dt_st * 1e6,
                                   sync_ratio, ok ? "ok" : "FAIL"));
@@ -226,9 +227,10 @@ int main(int argc, char** argv) {
       }
     }
     lines.push_back("");
-    lines.push_back(fmt::format("dtrain overhead on a stream: {:.2f}% worst at >= 1 MiB, {:.2f}% worst over all sizes; "
-                                "goal < 2% (>= 1 MiB): {}",
-                                worst_large * 100, worst_any * 100, worst_large < 0.02 ? "met" : "MISSED"));
+    lines.push_back(fmt::format("dtrain overhead on a stream (1/ratio - 1), worst: {:.2f}% at >= 64 MiB, {:.2f}% at >= 1 MiB, "
+                                "{:.2f}% over all sizes; goal < 2% at >= 1 MiB: {}",
+                                worst_huge * 100, worst_large * 100, worst_any * 100,
+                                worst_large < 0.02 ? "met" : "MISSED"));
     lines.push_back(fmt::format("results vs host reference: {}", all_ok ? "all correct" : "MISMATCH (see stderr)"));
 
     if (rank == 0) {

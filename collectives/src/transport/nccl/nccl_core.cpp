@@ -513,6 +513,7 @@ void Communicator::check_buffer(const void* ptr, const char* name, std::size_t b
   if (bytes == 0) return;
   if (ptr == nullptr)
     throw Error(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("NCCL backend, rank {}: {} is NULL with {} bytes to move", rank_, name, bytes));
+  if (ptr == checked_[0] || ptr == checked_[1]) return;
   cudaPointerAttributes a{};
   cudaError_t e = cudaPointerGetAttributes(&a, ptr);
   if (e != cudaSuccess) {
@@ -520,17 +521,18 @@ void Communicator::check_buffer(const void* ptr, const char* name, std::size_t b
     throw Error(DTRAIN_ERR_INVALID_ARGUMENT,
                 fmt::format("NCCL backend, rank {}: {} is not CUDA memory: {}", rank_, name, cuda_text(e)));
   }
-  if (a.type == cudaMemoryTypeManaged) return;
-  if (a.type != cudaMemoryTypeDevice)
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
     throw Error(DTRAIN_ERR_INVALID_ARGUMENT,
                 fmt::format("NCCL backend, rank {}: {} is host memory while the other buffer is on the GPU; pass "
                             "both buffers on the GPU (NCCL) or both on the host (CPU engine)",
                             rank_, name));
-  if (a.device != device_)
+  if (a.type == cudaMemoryTypeDevice && a.device != device_)
     throw Error(DTRAIN_ERR_INVALID_ARGUMENT,
                 fmt::format("NCCL backend, rank {}: {} is on CUDA device {} but the communicator uses device {}; "
                             "call cudaSetDevice (or set DTRAIN_CUDA_DEVICE) before the first device collective",
                             rank_, name, a.device, device_));
+  checked_[checked_next_] = ptr;
+  checked_next_ ^= 1u;
 }
 
 void Communicator::run(const Op& op, void* stream, const std::function<ncclResult_t(cudaStream_t)>& enqueue,

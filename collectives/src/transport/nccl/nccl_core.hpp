@@ -129,6 +129,11 @@ class Communicator {
   cudaStream_t stream_ = nullptr;  // internal stream for calls without one
   void* scratch_ = nullptr;        // one float on the device, for barrier()
   std::string failure_;            // why the communicator was aborted
+  // The last buffers check_buffer() found on device_, so a training loop that reuses its buffers
+  // pays no pointer query per call (a stale entry needs that exact address freed and reallocated
+  // elsewhere; it would only cost the friendlier message, NCCL still rejects the buffer).
+  mutable const void* checked_[2] = {nullptr, nullptr};
+  mutable unsigned checked_next_ = 0;
 };
 
 }  // namespace dtrain::coll::nccl
