@@ -49,14 +49,18 @@ struct Engine::Header {
 };
 
 struct alignas(64) Engine::RankCtl {
-  std::atomic<std::uint64_t> seq;    // last call this rank entered
+  // Hot line, read by every peer in every call: arrival epoch and the call's fingerprint.
+  std::atomic<std::uint32_t> epoch;     // syncs passed
+  std::uint32_t pad0;
+  std::atomic<std::uint64_t> fp[2][3];  // per call parity: fp0, fp1, seq
+  // Cold line, written by its rank, read by peers only on the slow path (timeouts, liveness).
+  alignas(64) std::atomic<std::uint64_t> seq;  // last call this rank entered
   std::atomic<std::uint32_t> kind;   // its OpKind
   std::atomic<std::uint32_t> busy;   // 1 while inside the call
-  std::atomic<std::uint32_t> epoch;  // syncs passed
   std::atomic<std::uint32_t> state;  // 1: destroyed its communicator
   std::atomic<std::int32_t> pid;
-  std::atomic<std::uint64_t> fp[2][3];  // per seq parity: fp0, fp1, seq
 };
+static_assert(sizeof(Engine::RankCtl) == 128, "two cache lines per rank");
 
 namespace {
 

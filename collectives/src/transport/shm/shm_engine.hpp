@@ -47,9 +47,10 @@ class Engine {
   // The segment's name (already unlinked once all ranks mapped it).
   const std::string& name() const { return name_; }
 
- private:
-  struct Header;
+ struct Header;
   struct RankCtl;
+
+ private:
 
   void begin(const OpDesc& d);
   void end();
