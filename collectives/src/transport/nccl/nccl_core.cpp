@@ -577,8 +577,8 @@ void Communicator::broadcast(const void* send, void* recv, std::size_t count, dt
   run(info, stream, [&](cudaStream_t s) { return ncclBroadcast(send, recv, count, type, root, comm_, s); });
 }
 
-// In place (send == recv): this rank's contribution is the first sendcount elements of recv, as for
-// the CPU engine; NCCL's own in-place layout (send == recv + rank * sendcount) is accepted as well.
+// In place is NCCL's layout (send == recv + rank * sendcount, passed through as is); send == recv is
+// accepted too and means this rank's contribution is the first sendcount elements of recv.
 void Communicator::allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype,
                              void* stream) {
   const Op info{"allgather", sendcount, dtype, nullptr};
