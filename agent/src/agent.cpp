@@ -914,6 +914,7 @@ void Agent::Impl::finish(int code) {
   runtime_timer.close();
   drain_timer.close();
   guardian_in.close();  // EOF: the guardian exits (its list is empty by now)
+  if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
   if (code != 0) {
     std::string text = summary_text(result);
     if (!text.empty()) write_all(opt.output.stderr_fd, text);
