@@ -3,6 +3,7 @@
 #   shared memory: dtrain (shm engine) vs `mpirun -np 2` (Open MPI's default shared-memory BTL)
 #   TCP:           dtrain (DTRAIN_TRANSPORT=tcp) vs `mpirun --mca btl tcp,self`
 # plus this machine's memcpy bandwidth as the ceiling. The dtrain side runs under `dtrain launch`.
+# ratio = dtrain busbw / Open MPI busbw (= Open MPI time / dtrain time); > 1: dtrain is faster.
 #   usage: bench/allreduce/compare.sh [BUILD_DIR]   (default build/release)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,5 +47,5 @@ printf '%10s | %9s %9s %9s %7s | %9s %9s %9s %7s | %8s\n' "" "" "" "" "ratio" ""
 paste "$tmp/m_shm" "$tmp/d_shm" "$tmp/m_tcp" "$tmp/d_tcp" | awk -v mc="$memcpy" '
   { # m_shm: bytes bw us | d_shm: bytes bw us wrong | m_tcp: bytes bw us | d_tcp: bytes bw us wrong
     printf "%10s | %9.2f %9.2f %9.3f %7.3f | %9.2f %9.2f %9.3f %7.3f | %8.3f\n", $1, $3, $6, $2, $5, $10, $13, $9, $12, $5/mc
-    printf "%10s | %9s %9s %9s %6.2fx | %9s %9s %9s %6.2fx | %s\n", "", "", "", "", ($2 > 0 ? $5/$2 : 0), "", "", "", ($9 > 0 ? $12/$9 : 0), (($7 + $14) > 0 ? "WRONG RESULTS" : "")
+    printf "%10s | %9s %9s %9s %6.2fx | %9s %9s %9s %6.2fx | %s\n", "", "", "", "", ($6 > 0 ? $3/$6 : 0), "", "", "", ($13 > 0 ? $10/$13 : 0), (($7 + $14) > 0 ? "WRONG RESULTS" : "")
   }'
