@@ -307,7 +307,8 @@ void Driver::on_session_event(const rdzv::Event& e, int generation) {
   } else {
     ev.kind = Event::Kind::node_lost;
     ev.exit_code = exit_code::node_lost;
-    ev.reason = e.node < 0 ? fmt::format("lost the rendezvous at {}: {}", endpoint_, e.message)
+    ev.reason = e.node < 0 ? fmt::format("lost the rendezvous at {} (node 0's agent or the rendezvous host is gone): {}",
+                                       endpoint_, e.message)
                            : rdzv::describe_event(e);
   }
   {

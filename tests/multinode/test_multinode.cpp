@@ -295,11 +295,16 @@ TEST_CASE("a wrong token is refused with 77; the job waits for the right node") 
 
 TEST_CASE("join timeout: 75, naming the node that never came") {
   Job j(3, 1, "exit 0");
-  Node n0 = j.node(0, {"--set", "/rendezvous/join_timeout_s=3"});
-  Node n1 = j.node(1, {"--set", "/rendezvous/join_timeout_s=3"});
+  // node 0 shows the waiting line (--progress: one line per change when stderr is not a terminal)
+  Node n0 = start(j.t, "node0", {j.job, "--node-rank", "0", "--progress", "--set", "/rendezvous/join_timeout_s=4"});
+  Node n1 = j.node(1, {"--set", "/rendezvous/join_timeout_s=4"});
   CHECK_MESSAGE(finish(n0, 60) == 75, err_of(n0));
   CHECK_MESSAGE(finish(n1, 60) == 75, err_of(n1));
-  CHECK_MESSAGE(err_of(n0).find("node 2") != std::string::npos, err_of(n0));
+  std::string e0 = err_of(n0);
+  CHECK_MESSAGE(e0.find("timed out") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("missing: node 2") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("dtrain: waiting for nodes ") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("/3 (missing: ") != std::string::npos, e0);
 }
 
 TEST_CASE("a multi-node job without a token is refused (2) unless --insecure") {
