@@ -322,6 +322,9 @@ std::string display_source(const std::filesystem::path& source) {
 
 JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides, const std::filesystem::path& source) {
   Collector c;
+  if (json_text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw SpecError(display_source(source),
+                    {{"", "the job spec is empty; expected a JSON object, e.g. {\"command\": [\"python3\", \"train.py\"]}"}});
   json doc = parse_text(json_text, c);
   JobSpec spec;
   spec.source = source;
@@ -357,12 +360,11 @@ JobSpec load_spec_file(const std::filesystem::path& file, const Overrides& overr
   if (std::filesystem::is_directory(file, ec))
     throw ConfigError(fmt::format("job file {}: is a directory; give the path of a job spec JSON file", file.string()));
   std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof())
-    throw ConfigError(fmt::format("job file {}: cannot read: {}", file.string(), errno_text(errno)));
   if (!in.is_open())
     throw ConfigError(fmt::format("job file {}: cannot open: {}", file.string(), errno_text(errno)));
+  std::ostringstream text;
+  if (in.peek() != std::ifstream::traits_type::eof()) text << in.rdbuf();
+  if (in.bad()) throw ConfigError(fmt::format("job file {}: cannot read: {}", file.string(), errno_text(errno)));
   return load_spec_text(text.str(), overrides, file);
 }
 

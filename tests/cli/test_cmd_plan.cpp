@@ -26,7 +26,8 @@ struct BadSpec {
 const BadSpec kBadSpecs[] = {
     {"not JSON", R"({"command": ["a"],})", {}, "invalid JSON at line 1, column 19"},
     {"truncated JSON", R"({"command": ["a")", {}, "invalid JSON at line 1"},
-    {"empty file", "", {}, "invalid JSON"},
+    {"empty file", "", {}, "the job spec is empty; expected a JSON object"},
+    {"blank file", "  \n", {}, "the job spec is empty"},
     {"top level is an array", R"(["a"])", {}, "/: the job spec is an array; expected a JSON object"},
     {"missing command", R"({"name": "x"})", {}, "/command: missing"},
     {"command is a string", R"({"command": "python3 train.py"})", {}, "/command: \"python3 train.py\" is a string; expected an array of strings"},
