@@ -24,6 +24,7 @@
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 #include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/wire.hpp"
 
 namespace dtrain::agent {
 namespace {
@@ -141,6 +142,7 @@ class Driver {
   void monitor(rdzv::NodeSession& s, int generation);
   void on_session_event(const rdzv::Event& e, int generation);
   void control_loop();
+  void exit_watch(int generation);
   void say(const std::string& s) { write_fd(opt_.output.stderr_fd, "dtrain: " + s + "\n"); }
 
   AgentOptions opt_;
@@ -169,7 +171,48 @@ class Driver {
   // a job failure heard after this node's workers all succeeded (or during the exit barrier)
   std::optional<int> late_code_;
   std::string late_reason_;
+  rdzv::TcpStore* exit_watcher_ = nullptr;  // open while the exit barrier runs
+  bool exit_watch_stop_ = false;
 };
+
+// While this node waits in the exit barrier (its workers all succeeded), a failure or loss on
+// another node must still end the wait: watch the job's events on a connection of our own.
+void Driver::exit_watch(int generation) {
+  std::unique_ptr<rdzv::TcpStore> w;
+  try {
+    rdzv::ClientOptions co = session_options(generation, node_rank_).store;
+    co.client_name = fmt::format("exit watcher {}", host_);
+    co.connect_timeout = milliseconds(10000);
+    w = rdzv::connect_store(co);
+  } catch (const std::exception& e) {
+    DTRAIN_WARN(agent, "exit barrier: cannot watch the job's events: {}", e.what());
+    return;
+  }
+  {
+    std::lock_guard lk(mu_);
+    if (exit_watch_stop_) return;
+    exit_watcher_ = w.get();
+  }
+  std::int64_t after = 0;
+  for (;;) {
+    try {
+      rdzv::wire::Frame r =
+          w->call(rdzv::wire::Frame(rdzv::wire::Op::watch).i64(after).i64(30000), milliseconds(45000));
+      rdzv::Event e = rdzv::unpack_event(r.bytes_at(0));
+      after = std::max(after, e.seq);
+      if (e.kind == "failure" || e.kind == "lost") {
+        on_session_event(e, generation);
+        break;
+      }
+    } catch (const TimeoutError&) {
+      continue;
+    } catch (const std::exception&) {
+      break;  // closed by run(), or the rendezvous is gone (the barrier call says which)
+    }
+  }
+  std::lock_guard lk(mu_);
+  exit_watcher_ = nullptr;
+}
 
 void Driver::setup() {
   auto& plan = opt_.plan;
@@ -442,9 +485,14 @@ int Driver::run() {
       std::lock_guard lk(mu_);
       finishing_ = !late_code_.has_value();
     }
+    std::thread watcher;
+    if (finishing_) watcher = std::thread([this] { exit_watch(cur_gen_); });
     if (finishing_) {
       try {
-        session_->finish(join_timeout_);
+        // as long as the slowest node runs: a failure or a lost node ends the wait sooner
+        auto limit = std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 7));
+        if (opt_.max_runtime_s) limit = seconds_ms(*opt_.max_runtime_s) + join_timeout_;
+        session_->finish(limit);
       } catch (const TimeoutError& e) {
         std::lock_guard lk(mu_);
         if (!late_code_) {
@@ -459,6 +507,14 @@ int Driver::run() {
           late_reason_ = fmt::format("exit barrier: {}", what);
         }
       }
+    }
+    if (watcher.joinable()) {
+      {
+        std::lock_guard lk(mu_);
+        exit_watch_stop_ = true;
+        if (exit_watcher_ != nullptr) exit_watcher_->close();
+      }
+      watcher.join();
     }
     std::lock_guard lk(mu_);
     if (late_code_) {

@@ -235,6 +235,14 @@ TEST_CASE("node ranks not given: the agent on the endpoint's address serves, the
   CHECK(groups == std::set<std::string>{"0", "1"});
 }
 
+TEST_CASE("a failure on node 1 after node 0's workers finished: node 0 leaves the exit barrier with it") {
+  Job j(2, 1, "if [ \"$RANK\" = 1 ]; then sleep 2; exit 5; fi; exit 0");
+  Node n0 = j.node(0), n1 = j.node(1);
+  CHECK_MESSAGE(finish(n1, 60) == 5, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 5, err_of(n0));
+  CHECK_MESSAGE(err_of(n0).find("rank 1 exited with code 5") != std::string::npos, err_of(n0));
+}
+
 TEST_CASE("a failure with a restart left: every node re-joins under generation 1 with a fresh MASTER_PORT") {
   Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; "
               "[ \"$DTRAIN_GENERATION\" = 1 ] && exit 0; exec sleep 60",
@@ -257,13 +265,16 @@ TEST_CASE("a failure with a restart left: every node re-joins under generation 1
 }
 
 TEST_CASE("an agent SIGKILLed: the others exit with node_lost (69) naming it, and no worker survives") {
-  Job j(3, 1, "exec sleep 60");
-  Node n0 = j.node(0), n1 = j.node(1), n2 = j.node(2);
-  REQUIRE(agent_test::wait_until([&] { return j.have_env(0, 0) && j.have_env(1, 0) && j.have_env(2, 0); }, 40));
+  Job j(4, 1, "exec sleep 60");
+  Node n0 = j.node(0), n1 = j.node(1), n2 = j.node(2), n3 = j.node(3);
+  REQUIRE(agent_test::wait_until([&] {
+    return j.have_env(0, 0) && j.have_env(1, 0) && j.have_env(2, 0) && j.have_env(3, 0);
+  }, 40));
   ::kill(n1.pid, SIGKILL);
   CHECK(finish(n1, 10) == 128 + SIGKILL);
   CHECK_MESSAGE(finish(n0, 30) == 69, err_of(n0));
   CHECK_MESSAGE(finish(n2, 30) == 69, err_of(n2));
+  CHECK_MESSAGE(finish(n3, 30) == 69, err_of(n3));
   CHECK_MESSAGE(err_of(n0).find("node 1") != std::string::npos, err_of(n0));
   CHECK_MESSAGE(err_of(n2).find("node 1") != std::string::npos, err_of(n2));
   CHECK(j.no_workers_left());
