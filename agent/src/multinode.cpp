@@ -162,6 +162,7 @@ class Driver {
   std::unique_ptr<rdzv::NodeSession> session_;  // replaced by the control thread on each restart
   int cur_gen_ = 0, pending_gen_ = 0;
   int handled_gen_ = -1;      // generation whose root cause was already acted on
+  int stopping_self_ = -1;    // generation this node stopped on its own (signal, max_runtime_s)
   bool agent_done_ = false, in_join_ = false, finishing_ = false;
   struct Report {
     WorkerExit w;
@@ -356,7 +357,7 @@ void Driver::on_session_event(const rdzv::Event& e, int generation) {
   }
   {
     std::lock_guard lk(mu_);
-    if (handled_gen_ >= generation) return;
+    if (handled_gen_ >= generation || stopping_self_ >= generation) return;
     handled_gen_ = generation;
     if (agent_done_) {
       if (!late_code_) {
@@ -445,6 +446,9 @@ int Driver::run() {
   hooks.on_state = [this](JobState s, int g) {
     std::lock_guard lk(mu_);
     if (s == JobState::starting && g > pending_gen_) pending_gen_ = g;
+    // stopping with no job event and no local failure: a signal or max_runtime_s stops this node;
+    // its own exit status stands (a later loss of the rendezvous is a consequence, not a cause)
+    if (s == JobState::stopping && handled_gen_ < g) stopping_self_ = g;
     if (s == JobState::done) agent_done_ = true;
     if (session_ && !in_join_)
       session_->set_local_state(state_name(s), s == JobState::running ? opt_.plan.procs_per_instance : 0, 0, g);

@@ -291,6 +291,16 @@ TEST_CASE("node 0's agent SIGKILLed: the others lose the rendezvous and exit wit
   CHECK(j.no_workers_left());
 }
 
+TEST_CASE("SIGTERM to node 0's agent: it exits 143, the other node loses the rendezvous (69)") {
+  Job j(2, 1, "exec sleep 60");
+  Node n0 = j.node(0), n1 = j.node(1);
+  REQUIRE(agent_test::wait_until([&] { return j.have_env(0, 0) && j.have_env(1, 0); }, 40));
+  ::kill(n0.pid, SIGTERM);
+  CHECK_MESSAGE(finish(n0, 30) == 143, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 30) == 69, err_of(n1));
+  CHECK(j.no_workers_left());
+}
+
 TEST_CASE("a wrong token is refused with 77; the job waits for the right node") {
   Job j(2, 1, "exit 0");
   agent_test::write_file(j.t / "bad", "not-the-token\n");
