@@ -1080,6 +1080,21 @@ struct Server::Impl {
     listener.close();
     tick.close();
     async.close();
+    // Parked requests get a last word, so a waiting agent can say what it was waiting for.
+    for (auto& [k, sp] : scopes) {
+      Scope* sc = sp.get();
+      std::string joining = fmt::format("the rendezvous stopped before the join barrier closed: {} of {} nodes joined; {}",
+                                        sc->nodes.size(), sc->instances, join_missing_text(*sc));
+      for (Conn* w : std::vector<Conn*>(sc->joiners)) {
+        unpark(w, false);
+        send_error(w, ErrorCode::shutting_down, joining);
+      }
+    }
+    for (Conn* c : conns)
+      if (c->park != Park::none) {
+        unpark(c, false);
+        send_error(c, ErrorCode::shutting_down, "the rendezvous is shutting down");
+      }
     // Flush what is queued, then close; the grace timer closes whatever does not flush in time.
     auto all = conns;
     for (Conn* c : all) close_after_flush(c);

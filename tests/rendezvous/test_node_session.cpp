@@ -140,11 +140,17 @@ TEST_SUITE("rendezvous::node_session") {
     auto r0 = fut.get();
     CHECK(r0.self.node_rank == 0);
     CHECK(r1.self.node_rank == 1);
-    SUBCASE("too many nodes") {}
+    // the barrier is closed: one more node is one too many
     NodeSession extra(node_opts(srv, 2, -1, "h9"));
-    CHECK_THROWS_WITH_AS(extra.join(), doctest::Contains("too many nodes"), JoinError);
-    NodeSession out_of_range_ok(node_opts(srv, 2, -1, "h8"));
-    CHECK_THROWS_AS(NodeSession(node_opts(srv, 2, 5, "h5")), dtrain::ConfigError);
+    try {
+      extra.join();
+      FAIL("join succeeded");
+    } catch (const JoinError& e) {
+      CHECK(e.code == wire::ErrorCode::too_many_nodes);
+      CHECK(std::string(e.what()).find("host h9 is one too many") != std::string::npos);
+    }
+    // a node rank outside the job is refused before anything is sent
+    CHECK_THROWS_WITH_AS(NodeSession(node_opts(srv, 2, 5, "h5")), doctest::Contains("out of range"), dtrain::ConfigError);
   }
 
   TEST_CASE("join timeout names the missing nodes, with live progress") {
@@ -281,5 +287,19 @@ TEST_SUITE("rendezvous::node_session") {
       CHECK_THROWS_WITH_AS(f0.get(), doctest::Contains("node 2 (h2)"), TimeoutError);
       CHECK_THROWS_AS(f1.get(), TimeoutError);
     }
+  }
+}
+
+TEST_SUITE("rendezvous::node_session") {
+  TEST_CASE("a server stopping under waiting joiners tells them who was missing") {
+    auto srv = std::make_unique<TestServer>();
+    NodeSession s(node_opts(*srv, 3, 1, "h1"));
+    auto fut = std::async(std::launch::async, [&] { s.join(); });
+    for (int i = 0; i < 200; ++i) {
+      if (query_status(srv->client("job"), "job").joined == 1) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    srv->server->stop();
+    CHECK_THROWS_WITH_AS(fut.get(), doctest::Contains("1 of 3 nodes joined; missing: node 0, node 2"), IoError);
   }
 }
