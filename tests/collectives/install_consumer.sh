@@ -34,7 +34,9 @@ cc -std=c11 -Wall -Werror "$src/tests/collectives/consumer/consumer.c" $flags -W
 
 # The consumers resolve the installed library, not the build tree's.
 for exe in "$tmp/cm/consumer_c" "$tmp/consumer_pc"; do
-  ldd "$exe" | grep -q "$prefix" || { echo "FAIL: $exe does not load the installed library"; ldd "$exe"; exit 1; }
+  libs=$(ldd "$exe")  # (not piped into grep -q: with pipefail an early grep exit fails the pipe)
+  grep -q "$prefix/.*libdtrain_collectives" <<<"$libs" ||
+    { echo "FAIL: $exe does not load the installed library"; echo "$libs"; exit 1; }
 done
 
 # 3. Run them as a 2-rank job.

@@ -172,6 +172,19 @@ TEST_SUITE("collectives::failures") {
     CHECK(shm_entries("dtrain-" + w.run_id).empty());
   }
 
+  TEST_CASE("not enough room in /dev/shm: a clear error up front, nothing created") {
+    World w;
+    w.size = 2;
+    w.run_id = "shm-space-" + std::to_string(::getpid());
+    w.slot_bytes = std::size_t{1} << 42;  // 4 TiB per slot: more than any /dev/shm holds
+    w.timeout = 5s;
+    auto errors = run_ranks(w, [](Communicator&, int) {});
+    CHECK_MESSAGE(errors[0].find("not enough space in /dev/shm") != std::string::npos, errors[0]);
+    CHECK(errors[0].find("DTRAIN_TRANSPORT=tcp") != std::string::npos);
+    CHECK_FALSE(errors[1].empty());  // the other rank learns that setup failed (no segment published)
+    CHECK(shm_entries("dtrain-" + w.run_id).empty());
+  }
+
   TEST_CASE("a rank that destroys its communicator early: the others fail, not hang") {
     World w;
     w.size = 3;

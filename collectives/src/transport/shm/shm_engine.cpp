@@ -88,6 +88,38 @@ Engine::Engine(const Options& o)
 
   int fd = -1;
   if (me_ == 0) {
+    try {
+      fd = create_segment(o);
+    } catch (const CollError& e) {
+      // Tell the other local ranks at once instead of letting them wait for a name.
+      try {
+        o.store->set(name_key, rdzv::as_bytes(std::string("!") + e.what()));
+      } catch (...) {
+      }
+      throw;
+    }
+  } else {
+    std::string name;
+    try {
+      name = rdzv::to_string(o.store->get(name_key, timeout_));
+    } catch (const TimeoutError&) {
+      throw CollError(DTRAIN_ERR_TIMEOUT,
+                      fmt::format("shared-memory setup: local rank 0 (rank {}) did not publish its segment within {}",
+                                  granks_[0], seconds_text(timeout_)));
+    }
+    if (!name.empty() && name[0] == '!')
+      throw CollError(DTRAIN_ERR_SYSTEM, fmt::format("shared-memory setup failed on local rank 0 (rank {}): {}",
+                                                     granks_[0], name.substr(1)));
+    name_ = name;
+    fd = ::shm_open(name_.c_str(), O_RDWR, 0600);
+    if (fd < 0) sys_fail(fmt::format("shm_open {} (created by rank {})", name_, granks_[0]), errno);
+  }
+  finish_setup(o, fd, ctl_off, deadline, name_key);
+}
+
+int Engine::create_segment(const Options& o) {
+  int fd = -1;
+  {
     struct statvfs sv {};
     if (::statvfs("/dev/shm", &sv) == 0) {
       const auto avail = static_cast<std::size_t>(sv.f_bavail) * static_cast<std::size_t>(sv.f_frsize);
@@ -117,19 +149,12 @@ Engine::Engine(const Options& o)
                                     static_cast<double>(bytes_) / 1048576.0, name_));
       sys_fail(fmt::format("reserving {} bytes for {}", bytes_, name_), err);
     }
-  } else {
-    std::string name;
-    try {
-      name = rdzv::to_string(o.store->get(name_key, timeout_));
-    } catch (const TimeoutError&) {
-      throw CollError(DTRAIN_ERR_TIMEOUT,
-                      fmt::format("shared-memory setup: local rank 0 (rank {}) did not publish its segment within {}",
-                                  granks_[0], seconds_text(timeout_)));
-    }
-    name_ = name;
-    fd = ::shm_open(name_.c_str(), O_RDWR, 0600);
-    if (fd < 0) sys_fail(fmt::format("shm_open {} (created by rank {})", name_, granks_[0]), errno);
   }
+  return fd;
+}
+
+void Engine::finish_setup(const Options& o, int fd, std::size_t ctl_off, Clock::time_point deadline,
+                          const std::string& name_key) {
   base_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_err = errno;
   ::close(fd);

@@ -52,6 +52,9 @@ class Engine {
 
  private:
 
+  int create_segment(const Options& o);
+  void finish_setup(const Options& o, int fd, std::size_t ctl_off, Clock::time_point deadline,
+                    const std::string& name_key);
   void begin(const OpDesc& d);
   void end();
   void sync(const OpDesc& d);
