@@ -1,9 +1,13 @@
 // Real multi-process runs through `dtrain launch`: the C worker (examples/c_allreduce) on the
-// shared-memory and TCP engines, a rank SIGKILLed mid-allreduce (the others fail within their
+// shared-memory and TCP engines and, with two agents on loopback, the hierarchical engine; a rank
+// SIGKILLed mid-allreduce (the others fail within their
 // deadline with an error naming it), and no /dev/shm residue after the whole job is SIGKILLed.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -48,6 +52,18 @@ std::size_t shm_entries(const std::string& stem) {
   return n;
 }
 
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
 std::string run_id(const char* what) { return std::string("coll-") + what + "-" + std::to_string(::getpid()); }
 
 }  // namespace
@@ -65,6 +81,31 @@ TEST_SUITE("collectives::launch") {
       for (int k = 0; k < ranks; ++k)
         CHECK(r.out.find("rank " + std::to_string(k) + "/" + std::to_string(ranks) + " ok") != std::string::npos);
       CHECK((r.out + r.err).find(engine) != std::string::npos);
+    }
+  }
+
+  TEST_CASE("two nodes of two ranks (two agents on loopback): the hierarchical engine") {
+    TempDir dir;
+    auto spec = dir.write("job.json", job(run_id("hier"), 2, {"--count", "100003", "--iters", "2"}));
+    auto token = dir.write("token", "collectives-test-token");
+    const std::string rdzv = "127.0.0.1:" + std::to_string(free_port());
+    dtrain::test::Result res[2];
+    std::thread nodes[2];
+    for (int nr = 0; nr < 2; ++nr)
+      nodes[nr] = std::thread([&, nr] {
+        res[nr] = dtrain::test::run({DTRAIN_BIN, "launch", "--nodes", "2", "--node-rank", std::to_string(nr),
+                                     "--nproc-per-node", "2", "--rdzv", rdzv, "--token-file", token, spec},
+                                    env_for("auto"), 120);
+      });
+    for (auto& t : nodes) t.join();
+    for (int nr = 0; nr < 2; ++nr) {
+      CAPTURE(nr);
+      INFO(res[nr].out);
+      INFO(res[nr].err);
+      CHECK(res[nr].status == 0);
+      for (int k = 2 * nr; k < 2 * nr + 2; ++k)
+        CHECK(res[nr].out.find("rank " + std::to_string(k) + "/4 ok") != std::string::npos);
+      CHECK((res[nr].out + res[nr].err).find("hierarchical engine") != std::string::npos);
     }
   }
 
