@@ -174,6 +174,26 @@ TEST_CASE("the workers' collectives bootstrap through node 0's store across agen
   for (int r = 0; r < 4; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/4 ok", r)) != std::string::npos, out);
 }
 
+TEST_CASE("collectives across agents after a restart: generation 1 bootstraps from fresh keys") {
+  fs::path worker = fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce";
+  if (!fs::exists(worker)) {
+    MESSAGE("skipped: examples/c_allreduce is not built in this tree");
+    return;
+  }
+  // rank 2 (node 1) kills itself in the middle of generation 0; generation 1 runs clean
+  Job j(2, 2,
+        fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then exec '{0}' --count 1000 --iters 3 --die-rank 2 --die-at 1; "
+                    "fi; exec '{0}' --count 1000 --iters 2",
+                    worker.string()),
+        R"(, "restart": {"max_restarts": 1})");
+  Node n1 = j.node(1), n0 = j.node(0);
+  CHECK_MESSAGE(finish(n0, 90) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 90) == 0, err_of(n1));
+  std::string out = agent_test::slurp(n0.out) + agent_test::slurp(n1.out);
+  for (int r = 0; r < 4; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/4 ok", r)) != std::string::npos, out);
+  for (int r = 0; r < 4; ++r) CHECK(j.have_env(r, 1));
+}
+
 TEST_CASE("a worker failure on node 1 stops node 0; both exit with the root cause's code") {
   Job j(2, 2, "if [ \"$RANK\" = 2 ]; then sleep 0.3; exit 3; fi; exec sleep 60");
   Node n0 = j.node(0), n1 = j.node(1);
