@@ -39,6 +39,20 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
+// Until something listens on 127.0.0.1:port.
+bool listening(int port) {
+  return agent_test::wait_until([&] {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return up;
+  }, 30);
+}
+
 // One `dtrain launch` process with stdout/stderr in files.
 struct Node {
   pid_t pid = -1;
@@ -221,16 +235,7 @@ TEST_CASE("a dedicated `dtrain rendezvous serve` host: node 0 joins it instead o
   REQUIRE(posix_spawn(&serve, DTRAIN_BIN, &fa, nullptr, cargv.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&fa);
   // the agents retry a refused connection, but node 0 must find the address taken to not serve it
-  REQUIRE(agent_test::wait_until([&] {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(j.port));
-    bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    return up;
-  }, 30));
+  REQUIRE(listening(j.port));
   Node n0 = j.node(0), n1 = j.node(1);
   CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
   CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
@@ -330,6 +335,20 @@ TEST_CASE("a wrong token is refused with 77; the job waits for the right node") 
   CHECK_MESSAGE(finish(bad, 60) == 77, err_of(bad));
   CHECK_MESSAGE(err_of(bad).find("token") != std::string::npos, err_of(bad));
   Node n1 = j.node(1);
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+}
+
+TEST_CASE("nodes that disagree are refused with a named error (2): duplicate node rank, different cluster shape") {
+  Job j(2, 1, "exit 0");
+  Node n0 = j.node(0);
+  REQUIRE(listening(j.port));  // node 0 serves; the duplicate must find the address taken
+  Node dup = start(j.t, "dup", j.args(0));
+  CHECK_MESSAGE(finish(dup, 60) == 2, err_of(dup));
+  CHECK_MESSAGE(err_of(dup).find("node rank 0") != std::string::npos, err_of(dup));
+  Node shape = start(j.t, "shape", j.args(1, {"--nproc-per-node", "2"}));
+  CHECK_MESSAGE(finish(shape, 60) == 2, err_of(shape));
+  Node n1 = j.node(1);  // the right node still completes the job
   CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
   CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
 }
