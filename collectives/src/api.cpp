@@ -2,6 +2,14 @@
 // status code plus the thread-local last error, so nothing C++ crosses the boundary. Host buffers
 // go to the CPU communicator; device buffers (nccl::is_device_pointer) to a lazily created NCCL
 // communicator.
+//
+// In place (both engines, the same forms): allreduce and broadcast take send == recv; allgather takes
+// send == recv + rank*sendcount (NCCL's layout) or send == recv (this rank's contribution is the first
+// sendcount elements of recv); reduce_scatter takes recv == send + rank*recvcount (NCCL's layout) or
+// recv == send (the result lands in the first recvcount elements). Host calls are normalised here
+// (the extension forms become NCCL's layout) so the CPU engine sees out-of-place or NCCL-layout calls
+// only; any other overlap of the two buffers is DTRAIN_ERR_INVALID_ARGUMENT on both engines.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -20,7 +28,11 @@
 struct dtrain_comm {
   std::unique_ptr<dtrain::coll::Communicator> cpu;
   std::unique_ptr<dtrain::coll::nccl::Comm> nccl;
+  // Set once the NCCL communicator could not be created (nccl == nullptr) or one of its calls failed:
+  // later device calls return nccl_status with nccl_error at once instead of running setup again.
   bool nccl_failed = false;
+  dtrain_status_t nccl_status = DTRAIN_SUCCESS;
+  std::string nccl_error;
 };
 
 namespace dtrain::coll {
@@ -59,23 +71,46 @@ Communicator& cpu_of(dtrain_comm_t comm) {
 
 bool on_device(const void* a, const void* b) { return nccl::is_device_pointer(a) || nccl::is_device_pointer(b); }
 
-// The NCCL communicator for device buffers, created on first use from the same store.
-nccl::Comm& nccl_of(dtrain_comm_t comm) {
+// The NCCL communicator for device buffers, created on first use from the same store. A failed
+// creation is remembered: the later calls fail at once with the same status and message.
+nccl::Comm& nccl_of(dtrain_comm_t comm, const void* sendbuf, const void* recvbuf) {
   Communicator& c = cpu_of(comm);
-  if (comm->nccl_failed)
-    throw CollError(DTRAIN_ERR_ABORTED, "the NCCL communicator failed earlier; destroy the communicator");
+  if (comm->nccl_failed) {
+    if (!comm->nccl) throw CollError(comm->nccl_status, comm->nccl_error);
+    throw CollError(DTRAIN_ERR_ABORTED,
+                    fmt::format("the NCCL communicator failed earlier; destroy the communicator (first error: {})",
+                                comm->nccl_error));
+  }
   if (!comm->nccl) {
     nccl::Options o;
     o.rank = c.rank();
     o.size = c.size();
     o.local_rank = c.local_rank();
-    o.device = -1;
+    o.device = nccl::device_of(recvbuf);
+    if (o.device < 0) o.device = nccl::device_of(sendbuf);
     o.store = c.store();
     o.timeout = c.timeout();
+    auto remember = [&](dtrain_status_t st, const char* what) {
+      comm->nccl_failed = true;
+      comm->nccl_status = st;
+      comm->nccl_error = what;
+    };
     try {
       comm->nccl = nccl::create(o);
+    } catch (const CollError& e) {  // nccl::Error, "built without NCCL" included
+      remember(e.status(), e.what());
+      throw;
     } catch (const ConfigError& e) {
-      if (!nccl::built_with_nccl()) throw CollError(DTRAIN_ERR_UNSUPPORTED, e.what());
+      remember(DTRAIN_ERR_CONFIG, e.what());
+      throw;
+    } catch (const TimeoutError& e) {
+      remember(DTRAIN_ERR_TIMEOUT, e.what());
+      throw;
+    } catch (const std::bad_alloc&) {
+      remember(DTRAIN_ERR_SYSTEM, "out of memory while creating the NCCL communicator");
+      throw;
+    } catch (const std::exception& e) {
+      remember(DTRAIN_ERR_INTERNAL, e.what());
       throw;
     }
   }
@@ -83,8 +118,56 @@ nccl::Comm& nccl_of(dtrain_comm_t comm) {
 }
 
 dtrain_status_t nccl_status(dtrain_comm_t comm, dtrain_status_t st) {
-  if (st != DTRAIN_SUCCESS && st != DTRAIN_ERR_INVALID_ARGUMENT) comm->nccl_failed = true;
+  if (st != DTRAIN_SUCCESS && st != DTRAIN_ERR_INVALID_ARGUMENT && !comm->nccl_failed) {
+    comm->nccl_failed = true;
+    comm->nccl_status = st;
+    comm->nccl_error = last_error_cstr();
+  }
   return st;
+}
+
+// Byte ranges [a, a+an) and [b, b+bn) share a byte.
+bool overlap(const void* a, std::size_t an, const void* b, std::size_t bn) {
+  if (a == nullptr || b == nullptr || an == 0 || bn == 0) return false;
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + bn && y < x + an;
+}
+
+// 0 for an invalid dtype: the engine reports it with the operation's name.
+std::size_t elem_size(dtrain_dtype_t dtype) { return valid_dtype(static_cast<int>(dtype)) ? dtype_size(dtype) : 0; }
+
+void check_allreduce_alias(const void* send, const void* recv, std::size_t count, dtrain_dtype_t dtype) {
+  const std::size_t bytes = count * elem_size(dtype);
+  if (send != recv && overlap(send, bytes, recv, bytes))
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                    "allreduce: sendbuf and recvbuf overlap without being the same pointer; pass the same pointer "
+                    "for in place, or separate buffers");
+}
+
+// The in-place forms of allgather (see the top of this file); true for send == recv (the extension).
+bool allgather_alias(const void* send, const void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int rank,
+                     int size) {
+  const std::size_t bytes = sendcount * elem_size(dtype);
+  const auto* own = static_cast<const std::uint8_t*>(recv) + bytes * static_cast<std::size_t>(rank);
+  if (send == own || !overlap(send, bytes, recv, bytes * static_cast<std::size_t>(size))) return false;
+  if (send == recv) return true;
+  throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                  fmt::format("allgather: sendbuf overlaps recvbuf but is neither recvbuf + rank*sendcount "
+                              "(rank {}, the in-place layout) nor recvbuf; pass one of those or separate buffers",
+                              rank));
+}
+
+// The in-place forms of reduce_scatter; true for recv == send (the extension).
+bool reduce_scatter_alias(const void* send, const void* recv, std::size_t recvcount, dtrain_dtype_t dtype, int rank,
+                          int size) {
+  const std::size_t bytes = recvcount * elem_size(dtype);
+  const auto* own = static_cast<const std::uint8_t*>(send) + bytes * static_cast<std::size_t>(rank);
+  if (recv == own || !overlap(recv, bytes, send, bytes * static_cast<std::size_t>(size))) return false;
+  if (send == recv) return true;
+  throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                  fmt::format("reduce_scatter: recvbuf overlaps sendbuf but is neither sendbuf + rank*recvcount "
+                              "(rank {}, the in-place layout) nor sendbuf; pass one of those or separate buffers",
+                              rank));
 }
 
 std::string env_or(const char* name, const char* fallback_name = nullptr) {
@@ -225,8 +308,9 @@ dtrain_status_t dtrain_allreduce(dtrain_comm_t comm, const void* sendbuf, void* 
                                  dtrain_dtype_t dtype, dtrain_op_t op, void* stream) {
   return guard([&] {
     Communicator& c = cpu_of(comm);
+    check_allreduce_alias(sendbuf, recvbuf, count, dtype);
     if (on_device(sendbuf, recvbuf))
-      return nccl_status(comm, nccl_of(comm).allreduce(sendbuf, recvbuf, count, dtype, op, stream));
+      return nccl_status(comm, nccl_of(comm, sendbuf, recvbuf).allreduce(sendbuf, recvbuf, count, dtype, op, stream));
     c.allreduce(sendbuf, recvbuf, count, dtype, op);
     return DTRAIN_SUCCESS;
   });
@@ -237,7 +321,7 @@ dtrain_status_t dtrain_broadcast(dtrain_comm_t comm, const void* sendbuf, void* 
   return guard([&] {
     Communicator& c = cpu_of(comm);
     if (on_device(sendbuf, recvbuf))
-      return nccl_status(comm, nccl_of(comm).broadcast(sendbuf, recvbuf, count, dtype, root, stream));
+      return nccl_status(comm, nccl_of(comm, sendbuf, recvbuf).broadcast(sendbuf, recvbuf, count, dtype, root, stream));
     c.broadcast(sendbuf, recvbuf, count, dtype, root);
     return DTRAIN_SUCCESS;
   });
@@ -247,8 +331,17 @@ dtrain_status_t dtrain_allgather(dtrain_comm_t comm, const void* sendbuf, void* 
                                  dtrain_dtype_t dtype, void* stream) {
   return guard([&] {
     Communicator& c = cpu_of(comm);
+    const bool same = allgather_alias(sendbuf, recvbuf, sendcount, dtype, c.rank(), c.size());
     if (on_device(sendbuf, recvbuf))
-      return nccl_status(comm, nccl_of(comm).allgather(sendbuf, recvbuf, sendcount, dtype, stream));
+      return nccl_status(comm, nccl_of(comm, sendbuf, recvbuf).allgather(sendbuf, recvbuf, sendcount, dtype, stream));
+    if (same && c.rank() != 0) {
+      // send == recv: move this rank's contribution to its own block, then NCCL's in-place layout.
+      const std::size_t bytes = sendcount * dtype_size(dtype);
+      auto* own = static_cast<std::uint8_t*>(recvbuf) + bytes * static_cast<std::size_t>(c.rank());
+      std::memcpy(own, recvbuf, bytes);  // disjoint: own starts at rank*bytes >= bytes
+      c.allgather(own, recvbuf, sendcount, dtype);
+      return DTRAIN_SUCCESS;
+    }
     c.allgather(sendbuf, recvbuf, sendcount, dtype);
     return DTRAIN_SUCCESS;
   });
@@ -258,8 +351,18 @@ dtrain_status_t dtrain_reduce_scatter(dtrain_comm_t comm, const void* sendbuf, v
                                       dtrain_dtype_t dtype, dtrain_op_t op, void* stream) {
   return guard([&] {
     Communicator& c = cpu_of(comm);
+    const bool same = reduce_scatter_alias(sendbuf, recvbuf, recvcount, dtype, c.rank(), c.size());
     if (on_device(sendbuf, recvbuf))
-      return nccl_status(comm, nccl_of(comm).reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, stream));
+      return nccl_status(comm,
+                         nccl_of(comm, sendbuf, recvbuf).reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, stream));
+    if (same && c.rank() != 0) {
+      // recv == send: NCCL's in-place layout, then the result moves to the first recvcount elements.
+      const std::size_t bytes = recvcount * dtype_size(dtype);
+      auto* own = static_cast<std::uint8_t*>(recvbuf) + bytes * static_cast<std::size_t>(c.rank());
+      c.reduce_scatter(sendbuf, own, recvcount, dtype, op);
+      std::memcpy(recvbuf, own, bytes);  // disjoint: own starts at rank*bytes >= bytes
+      return DTRAIN_SUCCESS;
+    }
     c.reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op);
     return DTRAIN_SUCCESS;
   });
