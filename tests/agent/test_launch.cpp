@@ -80,8 +80,8 @@ TEST_SUITE("agent::launch") {
     TempDir t;
     auto l = launch(t, {"launch"});
     CHECK(l.rc == 0);
-    CHECK(l.out.find("[0/0] rank 0 of") != std::string::npos);
-    CHECK(l.out.find("[0/1] rank 1 of") != std::string::npos);
+    CHECK(l.out.find("[0/0] rank 0/2 on node 0") != std::string::npos);
+    CHECK(l.out.find("[0/1] rank 1/2 on node 0") != std::string::npos);
   }
 
   TEST_CASE("exit code propagation, -- args, overrides and the summary") {

@@ -149,13 +149,16 @@ TEST_SUITE("config::spec") {
   }
 
   TEST_CASE("the embedded default job is valid and takes overrides") {
-    JobSpec s = default_spec({});
+    const std::filesystem::path dtrain = DTRAIN_BIN;  // its worker is built next to it
+    JobSpec s = default_spec({}, dtrain);
     CHECK(s.name == "demo");
-    CHECK(s.command.front() == "sh");
+    CHECK(s.command.front() == (dtrain.parent_path() / "dtrain-demo-worker").string());
     CHECK(s.cluster.procs_per_instance == 2);
     CHECK(s.has_batch);
     Overrides o;
     o.sets = {"/cluster/procs_per_instance=3"};
-    CHECK(default_spec(o).cluster.procs_per_instance == 3);
+    CHECK(default_spec(o, dtrain).cluster.procs_per_instance == 3);
+    CHECK_THROWS_WITH_AS(default_spec({}, "/nonexistent/bin/dtrain"),
+                         doctest::Contains("/nonexistent/libexec/dtrain/dtrain-demo-worker"), dtrain::ConfigError);
   }
 }

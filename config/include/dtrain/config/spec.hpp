@@ -79,5 +79,8 @@ JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
                        const std::filesystem::path& source = {});
 // The embedded default job used by `dtrain launch` without a file (the README demo).
 JobSpec default_spec(const Overrides& overrides);
+// The same, with its worker (dtrain-demo-worker) looked up next to dtrain_exe, then in
+// dtrain_exe/../libexec/dtrain/; ConfigError naming both places when it is in neither.
+JobSpec default_spec(const Overrides& overrides, const std::filesystem::path& dtrain_exe);
 
 }  // namespace dtrain::config
