@@ -21,6 +21,7 @@
 #include "comm.hpp"
 #include "dtrain/collectives.h"
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/params.hpp"
 #include "dtrain/rendezvous/client.hpp"
 #include "status.hpp"
 #include "transport/nccl/nccl_backend.hpp"
@@ -86,8 +87,12 @@ nccl::Comm& nccl_of(dtrain_comm_t comm, const void* sendbuf, const void* recvbuf
     o.rank = c.rank();
     o.size = c.size();
     o.local_rank = c.local_rank();
-    o.device = nccl::device_of(recvbuf);
-    if (o.device < 0) o.device = nccl::device_of(sendbuf);
+    // The device the buffers live on, unless the user chose one with DTRAIN_CUDA_DEVICE (then a
+    // buffer elsewhere is refused with both devices named).
+    if (param_string("DTRAIN_CUDA_DEVICE").empty()) {
+      o.device = nccl::device_of(recvbuf);
+      if (o.device < 0) o.device = nccl::device_of(sendbuf);
+    }
     o.store = c.store();
     o.timeout = c.timeout();
     auto remember = [&](dtrain_status_t st, const char* what) {
