@@ -196,6 +196,7 @@ struct Agent::Impl {
   Impl(AgentOptions o, AgentHooks h) : opt(std::move(o)), hooks(std::move(h)) {}
   ~Impl();
   void close_loop();
+  void close_control_handles();
 
   // -- setup
   int run();
@@ -284,10 +285,9 @@ Agent::Impl::~Impl() {
   }
 }
 
-void Agent::Impl::close_loop() {
-  // Exception path: nothing may survive us.
-  for (auto& w : workers)
-    if (w->live()) ::kill(-static_cast<pid_t>(w->exit.pid), SIGKILL);
+// The event async, signal watchers, timers and the guardian's stdin pipe: everything but the
+// workers' own handles.
+void Agent::Impl::close_control_handles() {
   {
     std::lock_guard lk(events_mu);
     events_closed = true;
@@ -299,6 +299,13 @@ void Agent::Impl::close_loop() {
   runtime_timer.close();
   drain_timer.close();
   guardian_in.close();
+}
+
+void Agent::Impl::close_loop() {
+  // Exception path: nothing may survive us.
+  for (auto& w : workers)
+    if (w->live()) ::kill(-static_cast<pid_t>(w->exit.pid), SIGKILL);
+  close_control_handles();
   for (auto& w : workers) {
     w->out.close();
     w->err.close();
@@ -903,17 +910,7 @@ void Agent::Impl::finish(int code) {
   result.exit_code = code;
   set_state(JobState::done);
   clear_progress();
-  {
-    std::lock_guard lk(events_mu);
-    events_closed = true;
-    async.close();
-  }
-  for (auto& s : signals) s.close();
-  grace_timer.close();
-  backoff_timer.close();
-  runtime_timer.close();
-  drain_timer.close();
-  guardian_in.close();  // EOF: the guardian exits (its list is empty by now)
+  close_control_handles();  // the guardian's stdin reaches EOF: it exits (its list is empty by now)
   if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
   if (code != 0) {
     std::string text = summary_text(result);

@@ -158,7 +158,8 @@ TEST_SUITE("agent::launch") {
     auto j = job(t, "sleep 300 & touch \"up.$RANK\"; exec sleep 301", 3, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
     pid_t pid = start(t, {"launch", j});
     REQUIRE(wait_until([&] { return fs::exists(t.path / "up.0") && fs::exists(t.path / "up.1") && fs::exists(t.path / "up.2"); }, 60));
-    CHECK(procs_with_env(marker).size() == 6);
+    // 3 workers + 3 background sleeps; a `touch` that is still exiting may be seen for a moment.
+    CHECK(wait_until([&] { return procs_with_env(marker).size() == 6; }, 30));
     ::kill(pid, SIGKILL);
     CHECK(wait_child(pid, 30) == 128 + SIGKILL);
     CHECK(wait_until([&] { return procs_with_env(marker).empty(); }, 30));
