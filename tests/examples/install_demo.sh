@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs dtrain to a temporary prefix and runs the built-in demo job from there: the installed
+# dtrain finds <prefix>/libexec/dtrain/dtrain-demo-worker, which loads the installed collectives
+# library (its RPATH), not the build tree's.   usage: install_demo.sh BUILD_DIR CMAKE
+set -euo pipefail
+build=$1 cmake=$2
+tmp=$(mktemp -d -t dtrain-install-demo-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+"$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; exit 1; }
+worker=$(find "$prefix" -path '*/libexec/dtrain/dtrain-demo-worker' | head -1)
+[ -n "$worker" ] || { echo "FAIL: dtrain-demo-worker not installed under libexec/dtrain"; exit 1; }
+libs=$(ldd "$worker")  # (not piped into grep -q: with pipefail an early grep exit fails the pipe)
+grep -q "$prefix/.*libdtrain_collectives" <<<"$libs" ||
+  { echo "FAIL: the installed worker does not load the installed library"; echo "$libs"; exit 1; }
+
+cd "$tmp"
+out=$(env -i PATH=/usr/bin:/bin HOME=/tmp LC_ALL=C DTRAIN_TEST_GPUS=0 "$prefix/bin/dtrain" launch 2>&1) ||
+  { echo "FAIL: the installed dtrain launch:"; echo "$out"; exit 1; }
+for want in '[0/0] rank 0/2 on node 0' '[0/1] rank 1/2 on node 0' 'weights identical on all 2 ranks'; do
+  grep -qF "$want" <<<"$out" || { echo "FAIL: '$want' missing from:"; echo "$out"; exit 1; }
+done
+echo "installed demo job: ok"
