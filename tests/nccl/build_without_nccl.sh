@@ -2,7 +2,9 @@
 # The collectives library without CUDA/NCCL: configure with DTRAIN_WITH_NCCL=OFF in a temporary
 # build tree, build only libdtrain_collectives, and check it does not link NCCL or the CUDA runtime;
 # and DTRAIN_WITH_NCCL=ON without the CUDA toolkit stops at configure, naming what is missing.
-#   build_without_nccl.sh SOURCE_DIR CMAKE_COMMAND
+# With DTRAIN_BIN, also drives the OFF library's device-buffer path through the C ABI under
+# `dtrain launch`, with a fake CUDA driver (fake_libcuda.c) that makes a buffer look like device memory.
+#   build_without_nccl.sh SOURCE_DIR CMAKE_COMMAND [DTRAIN_BIN]
 set -euo pipefail
 src=$1
 cmake=$2
@@ -37,6 +39,21 @@ if "$cmake" -S "$src" -B "$work/on" -G Ninja -DBUILD_TESTING=OFF -DDTRAIN_WITH_N
 fi
 grep -q "DTRAIN_WITH_NCCL=ON but not found: the CUDA toolkit" "$work/on.log" || { cat "$work/on.log"; echo "FAIL: the configure error does not name the CUDA toolkit"; exit 1; }
 grep -A3 "DTRAIN_WITH_NCCL=ON but not found" "$work/on.log" | sed 's/^/  | /'
+
+if [ -n "${3:-}" ]; then
+  echo "== device buffers at the C ABI of the OFF build (fake CUDA driver, 2 ranks under dtrain launch)"
+  dtrain=$3 libdir=$(dirname "$lib") fake=$work/fake
+  mkdir -p "$fake"
+  cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$fake/libcuda.so.1" "$src/tests/nccl/fake_libcuda.c"
+  cc -std=c11 -Wall -Wextra -Werror -I"$src/collectives/include" "$src/tests/nccl/stub_device_worker.c" \
+    -o "$fake/stub_device_worker" "$fake/libcuda.so.1" -L"$libdir" -ldtrain_collectives -Wl,-rpath,"$libdir:$fake"
+  printf '{ "version": 1, "command": ["%s"], "cluster": { "procs_per_instance": 2 } }\n' "$fake/stub_device_worker" \
+    >"$fake/job.json"
+  out=$(env -i PATH=/usr/bin:/bin HOME=/tmp LC_ALL=C DTRAIN_TEST_GPUS=0 "$dtrain" launch "$fake/job.json" 2>&1) ||
+    { echo "$out"; echo "FAIL: the device-buffer worker of the OFF build failed"; exit 1; }
+  [ "$(grep -c ' ok$' <<<"$out")" -eq 2 ] || { echo "$out"; echo "FAIL: want 'rank R ok' from both ranks"; exit 1; }
+  echo "$out" | sed 's/^/  | /'
+fi
 
 keep=0
 echo "PASS"
