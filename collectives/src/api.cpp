@@ -152,6 +152,7 @@ void check_allreduce_alias(const void* send, const void* recv, std::size_t count
 // The in-place forms of allgather (see the top of this file); true for send == recv (the extension).
 bool allgather_alias(const void* send, const void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int rank,
                      int size) {
+  if (send == nullptr || recv == nullptr) return false;  // the engine names the NULL buffer
   const std::size_t bytes = sendcount * elem_size(dtype);
   const auto* own = static_cast<const std::uint8_t*>(recv) + bytes * static_cast<std::size_t>(rank);
   if (send == own || !overlap(send, bytes, recv, bytes * static_cast<std::size_t>(size))) return false;
@@ -165,6 +166,7 @@ bool allgather_alias(const void* send, const void* recv, std::size_t sendcount, 
 // The in-place forms of reduce_scatter; true for recv == send (the extension).
 bool reduce_scatter_alias(const void* send, const void* recv, std::size_t recvcount, dtrain_dtype_t dtype, int rank,
                           int size) {
+  if (send == nullptr || recv == nullptr) return false;  // the engine names the NULL buffer
   const std::size_t bytes = recvcount * elem_size(dtype);
   const auto* own = static_cast<const std::uint8_t*>(send) + bytes * static_cast<std::size_t>(rank);
   if (recv == own || !overlap(recv, bytes, send, bytes * static_cast<std::size_t>(size))) return false;
