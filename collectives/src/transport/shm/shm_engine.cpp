@@ -1,13 +1,19 @@
 // Shared-memory engine. Every call starts with a sync whose arrival carries the call's fingerprint;
 // after it each rank compares all fingerprints, so mismatched calls fail on every rank instead of
 // hanging. Small messages: each rank copies its whole buffer into its slot, one sync, then every rank
-// reduces all slots itself (same order everywhere). Large messages: rounds of reduce-scatter +
-// allgather over the slots (copy the pieces the others own in, sync, reduce the own piece, sync, copy
-// the others' pieces out), double buffered so consecutive rounds pipeline.
+// reduces all slots itself (same order everywhere). Large messages: pipelined rounds of reduce-scatter
+// + allgather over the slots with one sync per round: after sync t a rank copies the others' reduced
+// pieces of round t-1 out, reduces its own piece of round t (its own input read in place, the others'
+// from their slots, one fused n-way pass writing the result to recv and to its slot) and copies the
+// pieces of round t+1 that the others own into its slot; three rotating buffers make that safe.
+// Waiting: an adaptive spin (longer while peers keep arriving within it; yielding instead of pausing
+// when there are more local ranks than CPUs), then futex sleep in slices (abort, liveness and deadline
+// checks between them).
 #include "shm_engine.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -82,6 +88,14 @@ Engine::Engine(const Options& o)
   const std::size_t ctl_off = round_up(sizeof(Header), 64);
   data_offset_ = round_up(ctl_off + sizeof(RankCtl) * static_cast<std::size_t>(n_), 4096);
   slot_bytes_ = std::max<std::size_t>(round_up(o.slot_bytes, 4096), 4096);
+  buf_bytes_ = 2 * slot_bytes_ / 3 / 64 * 64;
+  spin_budget_us_ = spin_us_;
+  {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    oversubscribed_ = n_ > ncpu;
+  }
   bytes_ = data_offset_ + 2 * static_cast<std::size_t>(n_) * slot_bytes_;
   const auto deadline = Clock::now() + timeout_;
   const std::string name_key = o.key_prefix + "shm/name";
@@ -217,7 +231,7 @@ Engine::~Engine() {
 
 std::uint8_t* Engine::slot(int set, int rank) const {
   return static_cast<std::uint8_t*>(base_) + data_offset_ +
-         (static_cast<std::size_t>(set) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(rank)) * slot_bytes_;
+         (static_cast<std::size_t>(set) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(rank)) * buf_bytes_;
 }
 
 void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
@@ -299,36 +313,56 @@ void Engine::sync(const OpDesc& d) {
     hdr_->phase.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(hdr_->phase, hdr_->sleepers);
   }
+  wait_all(d);
+  if (first_sync_) {
+    first_sync_ = false;
+    check_fingerprints(d);
+  }
+}
+
+void Engine::wait_all(const OpDesc& d) {
   auto all_arrived = [&] {
     for (int j = 0; j < n_; ++j)
       if (ctl_[j].epoch.load(std::memory_order_acquire) < epoch_) return false;
     return true;
   };
-  if (!all_arrived()) {
-    const auto spin_until = Clock::now() + std::chrono::microseconds(spin_us_);
-    bool done = false;
-    while (!done && Clock::now() < spin_until) {
-      for (int i = 0; i < 32 && !done; ++i) {
-        done = all_arrived();
+  if (all_arrived()) return;
+  // 1. Spin while the peers are likely running: the budget doubles (up to 20 x DTRAIN_COLL_SPIN_US)
+  // each time they arrive within it and falls back to DTRAIN_COLL_SPIN_US when they do not, so a
+  // rank whose peers run on other cores does not fall asleep on a short hiccup and pay a futex
+  // wake-up, while a rank whose peers are descheduled sleeps soon. With more local ranks than CPUs a
+  // peer may be queued on this very core: the spin yields it the core instead of pausing, and never
+  // grows.
+  const auto t0 = Clock::now();
+  const auto spin_until = t0 + std::chrono::microseconds(spin_budget_us_);
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (all_arrived()) {
+        if (!oversubscribed_) spin_budget_us_ = std::min(spin_budget_us_ * 2, 20 * spin_us_);
+        return;
+      }
+      if (oversubscribed_) {
+        ::sched_yield();
+      } else {
 #if defined(__x86_64__) || defined(__i386__)
-        if (!done) __builtin_ia32_pause();
+        __builtin_ia32_pause();
 #endif
       }
     }
-    while (!done) {
-      check_abort_and_peers(d);
-      if (Clock::now() >= d.deadline) fail_timeout(d, epoch_);
-      hdr_->sleepers.fetch_add(1, std::memory_order_seq_cst);
-      const std::uint32_t p = hdr_->phase.load(std::memory_order_seq_cst);
-      done = all_arrived();
-      if (!done) futex_wait(hdr_->phase, p, std::chrono::milliseconds(20));
-      hdr_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-      done = done || all_arrived();
-    }
+    if (Clock::now() >= spin_until) break;
   }
-  if (first_sync_) {
-    first_sync_ = false;
-    check_fingerprints(d);
+  spin_budget_us_ = spin_us_;
+  // 2. Sleep in slices, checking abort records, peer liveness and the deadline between them.
+  bool done = false;
+  while (!done) {
+    check_abort_and_peers(d);
+    if (Clock::now() >= d.deadline) fail_timeout(d, epoch_);
+    hdr_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t p = hdr_->phase.load(std::memory_order_seq_cst);
+    done = all_arrived();
+    if (!done) futex_wait(hdr_->phase, p, std::chrono::milliseconds(20));
+    hdr_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    done = done || all_arrived();
   }
 }
 
@@ -374,7 +408,7 @@ void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
     return;
   }
   std::vector<const void*> srcs(static_cast<std::size_t>(n_));
-  if (bytes <= std::min(kSmallBytes, slot_bytes_)) {
+  if (bytes <= std::min(kSmallBytes, buf_bytes_)) {
     // Latency path: everyone publishes everything, everyone reduces everything in rank order.
     const int set = next_set();
     std::memcpy(slot(set, me_), send, bytes);
@@ -385,41 +419,66 @@ void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
     return;
   }
   // Bandwidth path: rounds of up to n pieces; rank j reduces piece j of every rank's contribution.
+  // Round t lives in buffer set (first + t) % 3. After sync t: copy out round t-1 (the others'
+  // reduced pieces), reduce round t, copy in round t+1; then sync t+1. A buffer is written again only
+  // in round t+3, after sync t+2, by which every rank has left round t.
   const std::size_t align = 64 / esz;  // elements per cache line
-  const std::size_t piece_cap = (slot_bytes_ / static_cast<std::size_t>(n_)) / esz / align * align;
+  const std::size_t piece_cap = (buf_bytes_ / static_cast<std::size_t>(n_)) / esz / align * align;
   DTRAIN_CHECK(piece_cap > 0, "slot too small");
   const std::size_t round_cap = piece_cap * static_cast<std::size_t>(n_);
-  for (std::size_t off = 0; off < d.count; off += round_cap) {
-    const std::size_t m = std::min(round_cap, d.count - off);
-    std::size_t p = (m + static_cast<std::size_t>(n_) - 1) / static_cast<std::size_t>(n_);
-    p = std::min(piece_cap, round_up(p, align));
-    auto piece = [&](int j, std::size_t& start, std::size_t& len) {
-      start = std::min(m, static_cast<std::size_t>(j) * p);
-      len = std::min(m, start + p) - start;
-    };
-    const int set = next_set();
-    std::uint8_t* mine = slot(set, me_);
+  const std::size_t rounds = (d.count + round_cap - 1) / round_cap;
+  const std::uint64_t first = round_;
+  round_ += rounds;
+  struct Round {
+    std::size_t off = 0, m = 0, p = 0;
+    int set = 0;
+  };
+  auto geometry = [&](std::size_t t) {
+    Round r;
+    r.off = t * round_cap;
+    r.m = std::min(round_cap, d.count - r.off);
+    r.p = std::min(piece_cap, round_up((r.m + static_cast<std::size_t>(n_) - 1) / static_cast<std::size_t>(n_), align));
+    r.set = static_cast<int>((first + t) % 3u);
+    return r;
+  };
+  auto piece = [](const Round& r, int j, std::size_t& start, std::size_t& len) {
+    start = std::min(r.m, static_cast<std::size_t>(j) * r.p);
+    len = std::min(r.m, start + r.p) - start;
+  };
+  auto copy_in = [&](const Round& r) {
+    std::uint8_t* mine = slot(r.set, me_);
     for (int j = 0; j < n_; ++j) {
       if (j == me_) continue;
       std::size_t s, l;
-      piece(j, s, l);
-      if (l) std::memcpy(mine + s * esz, send + (off + s) * esz, l * esz);
+      piece(r, j, s, l);
+      if (l) std::memcpy(mine + s * esz, send + (r.off + s) * esz, l * esz);
     }
-    sync(d);
+  };
+  auto reduce_own = [&](const Round& r) {
     std::size_t s, l;
-    piece(me_, s, l);
-    if (l) {
-      for (int j = 0; j < n_; ++j)
-        srcs[static_cast<std::size_t>(j)] = j == me_ ? send + (off + s) * esz : slot(set, j) + s * esz;
-      reduce_n(srcs.data(), n_, recv + (off + s) * esz, mine + s * esz, l, d.dtype, d.op, div);
-    }
-    sync(d);
+    piece(r, me_, s, l);
+    if (!l) return;
+    for (int j = 0; j < n_; ++j)
+      srcs[static_cast<std::size_t>(j)] = j == me_ ? send + (r.off + s) * esz : slot(r.set, j) + s * esz;
+    reduce_n(srcs.data(), n_, recv + (r.off + s) * esz, slot(r.set, me_) + s * esz, l, d.dtype, d.op, div);
+  };
+  auto copy_out = [&](const Round& r) {
     for (int j = 0; j < n_; ++j) {
       if (j == me_) continue;
-      piece(j, s, l);
-      if (l) std::memcpy(recv + (off + s) * esz, slot(set, j) + s * esz, l * esz);
+      std::size_t s, l;
+      piece(r, j, s, l);
+      if (l) std::memcpy(recv + (r.off + s) * esz, slot(r.set, j) + s * esz, l * esz);
     }
+  };
+  copy_in(geometry(0));
+  for (std::size_t t = 0; t < rounds; ++t) {
+    sync(d);
+    if (t > 0) copy_out(geometry(t - 1));
+    reduce_own(geometry(t));
+    if (t + 1 < rounds) copy_in(geometry(t + 1));
   }
+  sync(d);
+  copy_out(geometry(rounds - 1));
   end();
 }
 
@@ -434,8 +493,8 @@ void Engine::broadcast(const OpDesc& d, const void* send_v, void* recv_v, int ro
     end();
     return;
   }
-  for (std::size_t off = 0; off < bytes; off += slot_bytes_) {
-    const std::size_t len = std::min(slot_bytes_, bytes - off);
+  for (std::size_t off = 0; off < bytes; off += buf_bytes_) {
+    const std::size_t len = std::min(buf_bytes_, bytes - off);
     const int set = next_set();
     if (me_ == root) std::memcpy(slot(set, root), send + off, len);
     sync(d);
@@ -455,8 +514,8 @@ void Engine::allgather(const OpDesc& d, const void* send_v, void* recv_v) {
     end();
     return;
   }
-  for (std::size_t off = 0; off < bytes; off += slot_bytes_) {
-    const std::size_t len = std::min(slot_bytes_, bytes - off);
+  for (std::size_t off = 0; off < bytes; off += buf_bytes_) {
+    const std::size_t len = std::min(buf_bytes_, bytes - off);
     const int set = next_set();
     std::memcpy(slot(set, me_), send + off, len);
     sync(d);
@@ -484,7 +543,7 @@ void Engine::reduce_scatter(const OpDesc& d, const void* send_v, void* recv_v) {
     end();
     return;
   }
-  const std::size_t piece_cap = (slot_bytes_ / static_cast<std::size_t>(n_)) / esz / (64 / esz) * (64 / esz);
+  const std::size_t piece_cap = (buf_bytes_ / static_cast<std::size_t>(n_)) / esz / (64 / esz) * (64 / esz);
   std::vector<const void*> srcs(static_cast<std::size_t>(n_));
   for (std::size_t off = 0; off < d.count; off += piece_cap) {
     const std::size_t len = std::min(piece_cap, d.count - off);

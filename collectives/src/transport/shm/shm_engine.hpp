@@ -2,8 +2,9 @@
 // Shared-memory engine for the ranks of one node. One segment per communicator and node, created by
 // local rank 0 and unlinked as soon as every local rank has mapped it, so nothing is left in /dev/shm
 // after a crash. Layout: header (barrier words, abort record), one control block per local rank
-// (progress words, per-call fingerprints), then two sets of one slot per local rank (double
-// buffering: a slot set is reused two rounds later, after every rank has left it).
+// (progress words, per-call fingerprints), then each rank's data area of 2 x slot_bytes, split into
+// three rotating buffers (a buffer is reused three rounds later, after every rank has left it; three,
+// not two, so the bandwidth path needs only one sync per pipelined round).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -62,7 +63,8 @@ class Engine {
   [[noreturn]] void fail_timeout(const OpDesc& d, std::uint32_t epoch);
   void check_abort_and_peers(const OpDesc& d);
   std::uint8_t* slot(int set, int rank) const;
-  int next_set() { return static_cast<int>(round_++ & 1u); }
+  int next_set() { return static_cast<int>(round_++ % 3u); }
+  void wait_all(const OpDesc& d);
 
   int me_ = 0;
   int n_ = 1;
@@ -73,6 +75,9 @@ class Engine {
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
   std::size_t slot_bytes_ = 0;
+  std::size_t buf_bytes_ = 0;   // one of the three rotating buffers of a rank's data area
+  int spin_budget_us_ = 0;      // adaptive spin of a wait (spin_us_ .. 20 x spin_us_)
+  bool oversubscribed_ = false; // more local ranks than CPUs this process may run on
   std::size_t data_offset_ = 0;
   Header* hdr_ = nullptr;
   RankCtl* ctl_ = nullptr;
