@@ -367,12 +367,13 @@ void Engine::wait_all(const OpDesc& d) {
     return true;
   };
   if (all_arrived()) return;
-  // 1. Spin while the peers are likely running: the budget doubles (up to 20 x DTRAIN_COLL_SPIN_US)
-  // each time they arrive within it and falls back to DTRAIN_COLL_SPIN_US when they do not, so a
-  // rank whose peers run on other cores does not fall asleep on a short hiccup and pay a futex
-  // wake-up, while a rank whose peers are descheduled sleeps soon. With more local ranks than CPUs a
-  // peer may be queued on this very core: the spin yields it the core instead of pausing, and never
-  // grows.
+  // 1. Spin while the peers are likely running. The budget (DTRAIN_COLL_SPIN_US up to 20 times that)
+  // doubles each time they arrive within it; after a sleep it becomes twice the whole wait when that
+  // was short (a peer that was itself waking up: spinning through its wake-up next time breaks the
+  // chain where each rank sleeps in turn and every call pays a futex wake-up) and falls back to
+  // DTRAIN_COLL_SPIN_US when it was long (a peer busy elsewhere: sleep soon, burn less). With more
+  // local ranks than CPUs a peer may be queued on this very core: the spin yields it the core instead
+  // of pausing, and never grows.
   const auto t0 = Clock::now();
   const auto spin_until = t0 + std::chrono::microseconds(spin_budget_us_);
   for (;;) {
@@ -391,7 +392,6 @@ void Engine::wait_all(const OpDesc& d) {
     }
     if (Clock::now() >= spin_until) break;
   }
-  spin_budget_us_ = spin_us_;
   // 2. Sleep in slices, checking abort records, peer liveness and the deadline between them.
   bool done = false;
   while (!done) {
@@ -404,6 +404,11 @@ void Engine::wait_all(const OpDesc& d) {
     hdr_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     done = done || all_arrived();
   }
+  const auto waited_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+  const auto max_us = static_cast<std::int64_t>(20) * spin_us_;
+  spin_budget_us_ = oversubscribed_ || waited_us > max_us
+                        ? spin_us_
+                        : static_cast<int>(std::min(max_us, std::max<std::int64_t>(spin_us_, 2 * waited_us)));
 }
 
 void Engine::check_fingerprints(const OpDesc& d) {
