@@ -40,6 +40,7 @@ namespace dtrain::coll::shm {
 constexpr std::uint64_t kMagic = 0x3148536e69617274ull;  // "trainSH1"
 constexpr int kMaxLocal = 1024;
 constexpr std::size_t kSmallBytes = 32 * 1024;  // latency path up to this many bytes per rank
+constexpr int kSpinGrowth = 20;                 // the adaptive spin reaches at most this x DTRAIN_COLL_SPIN_US
 
 struct Engine::Header {
   std::atomic<std::uint64_t> magic;
@@ -367,7 +368,7 @@ void Engine::wait_all(const OpDesc& d) {
     return true;
   };
   if (all_arrived()) return;
-  // 1. Spin while the peers are likely running. The budget (DTRAIN_COLL_SPIN_US up to 20 times that)
+  // 1. Spin while the peers are likely running. The budget (DTRAIN_COLL_SPIN_US up to kSpinGrowth times that)
   // doubles each time they arrive within it; after a sleep it becomes twice the whole wait when that
   // was short (a peer that was itself waking up: spinning through its wake-up next time breaks the
   // chain where each rank sleeps in turn and every call pays a futex wake-up) and falls back to
@@ -379,7 +380,7 @@ void Engine::wait_all(const OpDesc& d) {
   for (;;) {
     for (int i = 0; i < 32; ++i) {
       if (all_arrived()) {
-        if (!oversubscribed_) spin_budget_us_ = std::min(spin_budget_us_ * 2, 20 * spin_us_);
+        if (!oversubscribed_) spin_budget_us_ = std::min(spin_budget_us_ * 2, kSpinGrowth * spin_us_);
         return;
       }
       if (oversubscribed_) {
@@ -405,7 +406,7 @@ void Engine::wait_all(const OpDesc& d) {
     done = done || all_arrived();
   }
   const auto waited_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
-  const auto max_us = static_cast<std::int64_t>(20) * spin_us_;
+  const auto max_us = static_cast<std::int64_t>(kSpinGrowth) * spin_us_;
   spin_budget_us_ = oversubscribed_ || waited_us > max_us
                         ? spin_us_
                         : static_cast<int>(std::min(max_us, std::max<std::int64_t>(spin_us_, 2 * waited_us)));
