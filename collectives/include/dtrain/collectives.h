@@ -19,7 +19,15 @@ extern "C" {
 
 typedef struct dtrain_comm* dtrain_comm_t;
 
-typedef enum {
+/* The enums are int-sized in C; in C++ their underlying type is int, so any int a C caller passes
+ * is a value of the type, and the library can refuse it as an invalid argument. */
+#ifdef __cplusplus
+#define DTRAIN_ENUM_BASE : int
+#else
+#define DTRAIN_ENUM_BASE
+#endif
+
+typedef enum DTRAIN_ENUM_BASE {
   DTRAIN_SUCCESS = 0,
   DTRAIN_ERR_INVALID_ARGUMENT = 1, /* bad pointer, count, dtype, op or root */
   DTRAIN_ERR_CONFIG = 2,           /* missing/bad environment or init parameters */
@@ -35,12 +43,12 @@ typedef enum {
   DTRAIN_ERR_INTERNAL = 12
 } dtrain_status_t;
 
-typedef enum {
+typedef enum DTRAIN_ENUM_BASE {
   DTRAIN_INT8, DTRAIN_UINT8, DTRAIN_INT32, DTRAIN_INT64,
   DTRAIN_FLOAT16, DTRAIN_BFLOAT16, DTRAIN_FLOAT32, DTRAIN_FLOAT64
 } dtrain_dtype_t;
 
-typedef enum { DTRAIN_SUM, DTRAIN_PROD, DTRAIN_MIN, DTRAIN_MAX, DTRAIN_AVG } dtrain_op_t;
+typedef enum DTRAIN_ENUM_BASE { DTRAIN_SUM, DTRAIN_PROD, DTRAIN_MIN, DTRAIN_MAX, DTRAIN_AVG } dtrain_op_t;
 
 /* Library version, e.g. "0.1.0". */
 DTRAIN_API const char* dtrain_version(void);

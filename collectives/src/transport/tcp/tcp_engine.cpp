@@ -555,7 +555,8 @@ void Engine::reduce_scatter(const OpDesc& d, const Group& g, void* buf, void* ou
   } else {
     divide_in_place(buf, block_count, dtype, div);
   }
-  std::memmove(out, static_cast<std::uint8_t*>(buf) + starts[static_cast<std::size_t>(idx)] * esz, block_count * esz);
+  if (block_count != 0)
+    std::memmove(out, static_cast<std::uint8_t*>(buf) + starts[static_cast<std::size_t>(idx)] * esz, block_count * esz);
 }
 
 }  // namespace dtrain::coll::tcp
