@@ -22,7 +22,7 @@
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/rendezvous/server.hpp"
-#include "uv_handle.hpp"
+#include "dtrain/common/uv_handle.hpp"
 
 namespace dtrain::agent {
 

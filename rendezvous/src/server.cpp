@@ -21,7 +21,7 @@
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/records.hpp"
 #include "dtrain/rendezvous/wire.hpp"
-#include "uv_handle.hpp"
+#include "dtrain/common/uv_handle.hpp"
 
 namespace dtrain::rdzv {
 
