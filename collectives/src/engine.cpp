@@ -15,31 +15,6 @@ const char* op_kind_name(OpKind kind) {
   return "unknown-op";
 }
 
-const char* dtype_name(dtrain_dtype_t dtype) {
-  switch (dtype) {
-    case DTRAIN_INT8: return "int8";
-    case DTRAIN_UINT8: return "uint8";
-    case DTRAIN_INT32: return "int32";
-    case DTRAIN_INT64: return "int64";
-    case DTRAIN_FLOAT16: return "float16";
-    case DTRAIN_BFLOAT16: return "bfloat16";
-    case DTRAIN_FLOAT32: return "float32";
-    case DTRAIN_FLOAT64: return "float64";
-  }
-  return "unknown-dtype";
-}
-
-const char* redop_name(dtrain_op_t op) {
-  switch (op) {
-    case DTRAIN_SUM: return "sum";
-    case DTRAIN_PROD: return "prod";
-    case DTRAIN_MIN: return "min";
-    case DTRAIN_MAX: return "max";
-    case DTRAIN_AVG: return "avg";
-  }
-  return "unknown-op";
-}
-
 std::size_t dtype_size(dtrain_dtype_t dtype) {
   switch (dtype) {
     case DTRAIN_INT8:
@@ -62,9 +37,9 @@ std::string describe(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrai
   switch (kind) {
     case OpKind::barrier: return "barrier";
     case OpKind::allreduce:
-      return fmt::format("allreduce(count {}, {}, {})", count, dtype_name(dtype), redop_name(op));
+      return fmt::format("allreduce(count {}, {}, {})", count, dtype_name(dtype), op_name(op));
     case OpKind::reduce_scatter:
-      return fmt::format("reduce_scatter(recvcount {}, {}, {})", count, dtype_name(dtype), redop_name(op));
+      return fmt::format("reduce_scatter(recvcount {}, {}, {})", count, dtype_name(dtype), op_name(op));
     case OpKind::broadcast: return fmt::format("broadcast(count {}, {}, root {})", count, dtype_name(dtype), root);
     case OpKind::allgather: return fmt::format("allgather(sendcount {}, {})", count, dtype_name(dtype));
   }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dtrain/collectives.h"
+#include "names.hpp"
 #include "dtrain/common/errors.hpp"
 
 namespace dtrain::coll {
@@ -16,8 +17,6 @@ using Clock = std::chrono::steady_clock;
 enum class OpKind : std::uint8_t { barrier = 1, allreduce, broadcast, allgather, reduce_scatter };
 
 const char* op_kind_name(OpKind kind);
-const char* dtype_name(dtrain_dtype_t dtype);
-const char* redop_name(dtrain_op_t op);
 std::size_t dtype_size(dtrain_dtype_t dtype);
 bool valid_dtype(int dtype);
 bool valid_redop(int op);

@@ -134,7 +134,7 @@ void matrix(Communicator& comm, int r, Results& res) {
         for (std::size_t i = 0; i < count; ++i) put(send.data(), i, t, input(r, i, t, op));
         void* out = in_place ? send.data() : recv.data();
         comm.allreduce(send.data(), out, count, t, op);
-        std::string name = fmt::format("allreduce {} {} count {}{}", dtype_name(t), redop_name(op), count,
+        std::string name = fmt::format("allreduce {} {} count {}{}", dtype_name(t), op_name(op), count,
                                        in_place ? " in place" : "");
         for (std::size_t i = 0; i < count; ++i) {
           double want = reference(n, i, t, op), got = get(out, i, t);
@@ -158,7 +158,7 @@ void matrix(Communicator& comm, int r, Results& res) {
           double want = reference(n, gi, t, op), got = get(recv.data(), i, t);
           if (std::fabs(want - got) > tolerance(t, want)) {
             res.bad(fmt::format("rank {} of {}: reduce_scatter {} {} m {}: [{}] = {} want {}", r, n, dtype_name(t),
-                                redop_name(op), m, i, got, want));
+                                op_name(op), m, i, got, want));
             break;
           }
         }

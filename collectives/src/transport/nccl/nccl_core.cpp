@@ -230,31 +230,6 @@ std::size_t dtype_size(dtrain_dtype_t dtype) {
   return 0;
 }
 
-const char* dtype_name(dtrain_dtype_t dtype) noexcept {
-  switch (dtype) {
-    case DTRAIN_INT8: return "int8";
-    case DTRAIN_UINT8: return "uint8";
-    case DTRAIN_INT32: return "int32";
-    case DTRAIN_INT64: return "int64";
-    case DTRAIN_FLOAT16: return "float16";
-    case DTRAIN_BFLOAT16: return "bfloat16";
-    case DTRAIN_FLOAT32: return "float32";
-    case DTRAIN_FLOAT64: return "float64";
-  }
-  return "?";
-}
-
-const char* op_name(dtrain_op_t op) noexcept {
-  switch (op) {
-    case DTRAIN_SUM: return "sum";
-    case DTRAIN_PROD: return "prod";
-    case DTRAIN_MIN: return "min";
-    case DTRAIN_MAX: return "max";
-    case DTRAIN_AVG: return "avg";
-  }
-  return "?";
-}
-
 // ---- bootstrap ----
 
 std::string id_key(int instance) { return key_prefix(instance) + "/id"; }

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "../../names.hpp"
 #include "nccl_backend.hpp"
 
 namespace dtrain::coll::nccl {
@@ -42,8 +43,6 @@ int select_device(const Options& options);
 ncclDataType_t to_nccl(dtrain_dtype_t dtype);  // nccl::Error(DTRAIN_ERR_INVALID_ARGUMENT) if unknown
 ncclRedOp_t to_nccl(dtrain_op_t op);
 std::size_t dtype_size(dtrain_dtype_t dtype);
-const char* dtype_name(dtrain_dtype_t dtype) noexcept;
-const char* op_name(dtrain_op_t op) noexcept;
 
 // ---- bootstrap: the unique id exchange (needs no GPU) ----
 // Store keys for communicator `instance` ("nccl/id", "nccl/failed" for instance 0).
