@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Interleaved A/B of two builds of libdtrain_collectives on this machine: runs coll_bench (allreduce,
+# float32 sum, 2 ranks, shm engine) under `dtrain launch` alternately with library A and library B,
+# ROUNDS times each, and prints the median time per size of each. Alternating runs see the same load
+# drift, which separate runs on a shared machine do not.
+#   usage: bench/allreduce/ab.sh BUILD_DIR LIBDIR_A LIBDIR_B [ROUNDS] [SIZES]
+#   (LIBDIR_*: folders holding a libdtrain_collectives.so.0, e.g. a copy of an older build's lib/)
+set -euo pipefail
+[ $# -ge 3 ] || { sed -n 2,7p "$0" >&2; exit 2; }
+build=$(cd "$1" && pwd)
+liba=$(cd "$2" && pwd)
+libb=$(cd "$3" && pwd)
+rounds=${4:-6}
+sizes=${5:-8,1K,64K,1M,16M,64M}
+for f in "$build/dtrain" "$build/bench/allreduce/coll_bench" "$liba/libdtrain_collectives.so.0" \
+         "$libb/libdtrain_collectives.so.0"; do
+  [ -e "$f" ] || { echo "ab.sh: $f missing" >&2; exit 2; }
+done
+tmp=$(mktemp -d -t dtrain-ab-XXXXXX)
+trap '[ -n "${DTRAIN_AB_KEEP:-}" ] || rm -rf "$tmp"' EXIT
+printf '{ "version": 1, "name": "allreduce-ab", "command": ["%s", "--op", "allreduce", "--sizes", "%s"],
+  "cluster": { "procs_per_instance": 2 } }\n' "$build/bench/allreduce/coll_bench" "$sizes" >"$tmp/job.json"
+run() {  # libdir label -> "label bytes time_us wrong" lines
+  LD_LIBRARY_PATH=$1 "$build/dtrain" launch --no-tag "$tmp/job.json" 2>"$tmp/err" |
+    awk -v l="$2" '$1 == "allreduce" { print l, $2, $7, $10 }' || { cat "$tmp/err" >&2; exit 1; }
+}
+echo "# A/B allreduce float32 sum, 2 ranks, $rounds alternating rounds, $(date -u +%Y-%m-%dT%H:%MZ), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((i = 0; i < rounds; ++i)); do
+  run "$liba" A >>"$tmp/all"
+  run "$libb" B >>"$tmp/all"
+done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf "%10s %12s %12s %8s\n" bytes A_med_us B_med_us A/B
+awk '
+  function med(l, key,   m, i, j, v, arr) {
+    m = n[l, key]
+    for (i = 1; i <= m; ++i) arr[i] = t[l, key, i]
+    for (i = 2; i <= m; ++i) { v = arr[i]; for (j = i - 1; j >= 1 && arr[j] > v; --j) arr[j + 1] = arr[j]; arr[j + 1] = v }
+    return m % 2 ? arr[(m + 1) / 2] : (arr[m / 2] + arr[m / 2 + 1]) / 2
+  }
+  { key = $2; t[$1, key, ++n[$1, key]] = $3 + 0; if ($4 != 0) bad = 1; if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
+  END {
+    for (i = 1; i <= k; ++i) {
+      key = order[i]; ma = med("A", key); mb = med("B", key)
+      printf "%10s %12.2f %12.2f %7.2fx\n", key, ma, mb, (mb > 0 ? ma / mb : 0)
+    }
+    if (bad) print "WRONG RESULTS in some run"
+  }' "$tmp/all"
