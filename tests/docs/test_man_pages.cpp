@@ -146,6 +146,19 @@ TEST_SUITE("docs::man_pages") {
       CHECK_MESSAGE(d1.find(v) != std::string::npos, std::string(v) << " is missing from man/dtrain.1");
   }
 
+  TEST_CASE("dtrain(1) gives each DTRAIN_* parameter the registry's default") {
+    const std::string page = read_file(kMan / "dtrain.1");
+    for (const auto& p : dtrain::params()) {
+      if (*p.default_value == '\0') continue;  // "unset": the page explains what happens instead
+      auto at = page.find(std::string(".B ") + p.name + "\n");
+      REQUIRE_MESSAGE(at != std::string::npos, std::string(p.name) << " has no entry in ENVIRONMENT of man/dtrain.1");
+      auto end = page.find("\n.TP", at);
+      std::string entry = plain(page.substr(at, end == std::string::npos ? std::string::npos : end - at));
+      CHECK_MESSAGE(entry.find(std::string("Default ") + p.default_value) != std::string::npos,
+                    std::string(p.name) << ": man/dtrain.1 does not say 'Default " << std::string(p.default_value) << "' (common/src/params.cpp)");
+    }
+  }
+
   TEST_CASE("every long flag of dtrain <command> --help is in its man page") {
     auto top = run({DTRAIN_BIN, "--help"});
     REQUIRE(top.status == 0);
