@@ -2,12 +2,13 @@
  * `dtrain launch`:
  *
  *   coll_bench [--op allreduce|broadcast|allgather|reduce_scatter|all] [--sizes 8,1K,64K,1M,16M,64M]
- *              [--warmup N] [--iters N] [--check 0|1] [--memcpy]
+ *              [--warmup N] [--iters N] [--check 0|1] [--buffers N] [--memcpy]
  *
  * float32 sum. Per size: warm-up calls, then timed iterations (default: 2000 up to 64 KiB, 200 up
  * to 1 MiB, 20 above, as the Open MPI probe in the comparison), the slowest rank's mean time, then
  * a checked call. Buffers rotate (enough of them to exceed 256 MiB per rank at large sizes, so the
- * caches do not flatter large messages). algbw = bytes / time; busbw = algbw x 2(n-1)/n for
+ * caches do not flatter large messages); --buffers 1 reuses one send and one receive buffer, as the
+ * Open MPI probe does, for a like-for-like comparison. algbw = bytes / time; busbw = algbw x 2(n-1)/n for
  * allreduce, (n-1)/n for allgather/reduce_scatter (bytes = the full buffer), 1 for broadcast.
  * --memcpy prints this machine's single-core memcpy bandwidth (the ceiling) and exits. */
 #include <dtrain/collectives.h>
@@ -60,7 +61,7 @@ static const char* kOpNames[OP_COUNT] = {"allreduce", "broadcast", "allgather", 
 int main(int argc, char** argv) {
   const char* sizes_arg = "8,1K,64K,1M,16M,64M";
   int ops[OP_COUNT] = {1, 0, 0, 0};
-  int warmup = 5, iters_override = 0, check = 1;
+  int warmup = 5, iters_override = 0, check = 1, buffers = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--memcpy")) return memcpy_bw();
     if (!strcmp(argv[i], "--op") && i + 1 < argc) {
@@ -77,9 +78,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters_override = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--check") && i + 1 < argc) check = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--buffers") && i + 1 < argc) buffers = atoi(argv[++i]);
     else {
       fprintf(stderr, "usage: coll_bench [--op NAME|all] [--sizes LIST] [--warmup N] [--iters N] [--check 0|1] "
-                      "[--memcpy]\n");
+                      "[--buffers N] [--memcpy]\n");
       return 2;
     }
   }
@@ -117,6 +119,7 @@ int main(int argc, char** argv) {
       int nbuf = (int)((256u << 20) / ((send_n + recv_n) * sizeof(float)) + 1);
       if (nbuf > 8) nbuf = 8;
       if (nbuf < 2) nbuf = 2;
+      if (buffers > 0) nbuf = buffers < 8 ? buffers : 8;
       float* sb[8];
       float* rb[8];
       for (int b = 0; b < nbuf; ++b) {
