@@ -140,6 +140,7 @@ class Driver {
   void apply_first(const rdzv::JoinResult& r);
   void check_same(const rdzv::JoinResult& r) const;
   void monitor(rdzv::NodeSession& s, int generation);
+  void report_agent_failure(int code);
   void on_session_event(const rdzv::Event& e, int generation);
   void control_loop();
   void exit_watch(int generation);
@@ -330,6 +331,24 @@ void Driver::check_same(const rdzv::JoinResult& r) const {
                                   rank_offset_, world_size_));
 }
 
+// The agent ended in failure with no worker to blame and no job event behind it (the command does
+// not exist or is not executable on this node): tell the other nodes, as rank -1, so that they stop
+// with this cause instead of restarting or seeing this node as lost.
+void Driver::report_agent_failure(int code) {
+  rdzv::NodeSession* s = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    if (handled_gen_ >= cur_gen_ || stopping_self_ >= cur_gen_ || !session_) return;
+    handled_gen_ = cur_gen_;
+    s = session_.get();
+  }
+  try {
+    s->report_failure(-1, code, 0, agent_->result().reason);
+  } catch (const std::exception& ex) {
+    DTRAIN_WARN(agent, "cannot report this node's failure to the rendezvous: {}", ex.what());
+  }
+}
+
 void Driver::monitor(rdzv::NodeSession& s, int generation) {
   s.start_monitoring([this, generation](const rdzv::Event& e) { on_session_event(e, generation); });
 }
@@ -345,7 +364,9 @@ void Driver::on_session_event(const rdzv::Event& e, int generation) {
       handled_gen_ = std::max(handled_gen_, generation);
       return;  // our own worker: the agent is already stopping with it as the root cause
     }
-    ev.kind = Event::Kind::peer_failed;
+    // rank -1: that node's agent itself failed before any worker ran (its command cannot be
+    // executed there); a restart cannot mend that, so every node ends with its status.
+    ev.kind = e.rank < 0 ? Event::Kind::abort : Event::Kind::peer_failed;
     ev.exit_code = e.signal != 0 ? exit_code::signal_base + e.signal : e.exit_code;
     ev.reason = "root cause: " + rdzv::describe_event(e);
   } else {
@@ -483,6 +504,7 @@ int Driver::run() {
     std::_Exit(code);
   }
   control_.join();
+  if (code != exit_code::ok) report_agent_failure(code);
 
   if (code == exit_code::ok) {
     {

@@ -1,6 +1,8 @@
 // Multi-node jobs on loopback: 2-4 `dtrain launch` processes of the real binary (different
 // --node-rank, one spec, a tokened store served by node 0's agent) become one job.
 #include <doctest/doctest.h>
+
+#include <cstdlib>
 #include <signal.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -216,6 +218,22 @@ TEST_CASE("a worker failure on node 1 stops node 0; both exit with the root caus
   std::string e0 = err_of(n0);
   CHECK_MESSAGE(e0.find("node 1") != std::string::npos, e0);  // node 0's summary names the root cause
   CHECK_MESSAGE(e0.find("rank 2 exited with code 3") != std::string::npos, e0);
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("a command that cannot run on node 1: every node exits 127 with that cause, restarts or not") {
+  Job j(2, 1, "exec sleep 60", R"(, "restart": {"max_restarts": 2})");
+  Node n0 = j.node(0);
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+  ::setenv("PATH", "/nonexistent", 1);  // node 1 finds no `sh`
+  Node n1 = j.node(1);
+  ::setenv("PATH", path.c_str(), 1);
+  CHECK_MESSAGE(finish(n1, 60) == 127, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 127, err_of(n0));
+  std::string e0 = err_of(n0);
+  CHECK_MESSAGE(e0.find("node 1") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("command not found") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("lost") == std::string::npos, e0);
   CHECK(j.no_workers_left());
 }
 
