@@ -21,6 +21,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
 #include "dtrain/rendezvous/server.hpp"
 #include "dtrain/common/uv_handle.hpp"
 
@@ -581,7 +582,7 @@ void Agent::Impl::spawn_all() {
   escalated = false;
   root.reset();
   ctx.generation = generation;
-  ctx.master_port = opt.master_port ? *opt.master_port : free_port();
+  ctx.master_port = opt.master_port ? *opt.master_port : rdzv::pick_free_port("0.0.0.0");
   if (!remove_run_dir) {
     std::error_code ec;
     fs::create_directories(run_dir / fmt::format("attempt-{}", generation), ec);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../cli/run_binary.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
 
 extern char** environ;
 
@@ -52,17 +53,7 @@ std::size_t shm_entries(const std::string& stem) {
   return n;
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+int free_port() { return dtrain::rdzv::pick_free_port("127.0.0.1"); }
 
 std::string run_id(const char* what) { return std::string("coll-") + what + "-" + std::to_string(::getpid()); }
 

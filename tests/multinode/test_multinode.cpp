@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../agent/agent_test_util.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
 
 extern char** environ;
 
@@ -29,17 +30,7 @@ namespace {
 using agent_test::TempDir;
 namespace fs = std::filesystem;
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+int free_port() { return dtrain::rdzv::pick_free_port("127.0.0.1"); }
 
 // Until something listens on 127.0.0.1:port.
 bool listening(int port) {

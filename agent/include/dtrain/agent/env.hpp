@@ -35,7 +35,5 @@ std::vector<std::string> contract_variables(const config::Plan& plan, const EnvC
 EnvMap current_environment();
 // CPUs in this process's affinity mask.
 int usable_cores();
-// A TCP port that is free on `host` right now (bind to port 0, read it back, close).
-int free_port(const std::string& host = "0.0.0.0");
 
 }  // namespace dtrain::agent
