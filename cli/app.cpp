@@ -145,18 +145,9 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "hint: every job spec field, its type and default: man 5 dtrain-job%s\n",
                  identity ? "; node identity from the environment: man 1 dtrain (NODE IDENTITY)" : "");
     return exit_code::usage;
-  } catch (const ConfigError& e) {
-    std::fprintf(stderr, "dtrain: %s\n", e.what());
-    return exit_code::usage;
-  } catch (const AuthError& e) {
-    std::fprintf(stderr, "dtrain: %s\n", e.what());
-    return exit_code::auth_refused;
-  } catch (const TimeoutError& e) {
-    std::fprintf(stderr, "dtrain: %s\n", e.what());
-    return exit_code::rdzv_timeout;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtrain: %s\n", e.what());
-    return exit_code::internal;
+    return exit_status_of(e);
   }
 }
 

@@ -10,8 +10,8 @@
 
 #include "app.hpp"
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/exit_codes.hpp"
-#include "dtrain/common/params.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/server.hpp"
@@ -29,14 +29,14 @@ struct ServeArgs {
 int serve(const ServeArgs& a) {
   // Port 0 (a free port) is valid here, unlike for addresses we connect to.
   bool any_port = a.listen.size() > 2 && a.listen.compare(a.listen.size() - 2, 2, ":0") == 0;
-  auto hp = text::parse_host_port(any_port ? a.listen.substr(0, a.listen.size() - 1) + "1" : a.listen, "--listen");
+  auto hp = net::parse_host_port(any_port ? a.listen.substr(0, a.listen.size() - 1) + "1" : a.listen, "--listen");
   if (any_port) hp.port = 0;
   rdzv::ServerOptions o;
   o.host = hp.host;
   o.port = hp.port;
   o.insecure = a.insecure;
   o.run_id = a.run_id;
-  o.token = a.token_file.empty() ? param_string("DTRAIN_RDZV_TOKEN") : rdzv::auth::read_token_file(a.token_file);
+  o.token = rdzv::auth::resolve_token(a.token_file);
   // Block the stop signals before the loop thread exists, so they reach only sigwait() below.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -13,8 +13,8 @@
 
 #include "app.hpp"
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/exit_codes.hpp"
-#include "dtrain/common/params.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
@@ -103,12 +103,12 @@ std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
 }
 
 int status(const StatusArgs& a) {
-  auto hp = text::parse_host_port(a.rdzv, "--rdzv");
+  auto hp = net::parse_host_port(a.rdzv, "--rdzv");
   if (a.interval_s <= 0) throw ConfigError(fmt::format("--interval {}: must be positive", a.interval_s));
   rdzv::ClientOptions co;
   co.host = hp.host;
   co.port = hp.port;
-  co.token = a.token_file.empty() ? param_string("DTRAIN_RDZV_TOKEN") : rdzv::auth::read_token_file(a.token_file);
+  co.token = rdzv::auth::resolve_token(a.token_file);
   co.run_id = a.run_id;
   co.client_name = "dtrain status";
   co.connect_timeout = std::chrono::milliseconds(5000);

@@ -1,3 +1,4 @@
+#include "dtrain/common/net.hpp"
 #include "dtrain/agent/agent.hpp"
 
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
+#include "dtrain/common/system.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 #include "dtrain/rendezvous/server.hpp"
 #include "dtrain/common/uv_handle.hpp"
@@ -372,7 +374,7 @@ void Agent::Impl::prepare() {
   ctx.store_addr = opt.store_addr;
   ctx.store_token = opt.store_token;
   ctx.local_addr = opt.local_addr;
-  ctx.cores = usable_cores();
+  ctx.cores = sys::usable_cpus();
 
   // run folder: <log_dir>/<run_id>/ (kept) or a private temporary one (removed at the end)
   if (!opt.log_dir.empty()) {
@@ -582,7 +584,7 @@ void Agent::Impl::spawn_all() {
   escalated = false;
   root.reset();
   ctx.generation = generation;
-  ctx.master_port = opt.master_port ? *opt.master_port : rdzv::pick_free_port("0.0.0.0");
+  ctx.master_port = opt.master_port ? *opt.master_port : net::pick_free_port("0.0.0.0");
   if (!remove_run_dir) {
     std::error_code ec;
     fs::create_directories(run_dir / fmt::format("attempt-{}", generation), ec);

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <cstring>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/worker_env.hpp"
 
 extern char** environ;
 
@@ -17,8 +17,12 @@ namespace dtrain::agent {
 
 namespace {
 
-void put(EnvMap& env, const char* name, const std::string& value) { env[name] = value; }
-void put(EnvMap& env, const char* name, std::int64_t value) { env[name] = std::to_string(value); }
+// Every name set here is in the one list of contract variables (common/worker_env.hpp).
+void put(EnvMap& env, const char* name, const std::string& value) {
+  DTRAIN_CHECK(worker_env::find(name) != nullptr, "{} is missing from the worker_env list", name);
+  env[name] = value;
+}
+void put(EnvMap& env, const char* name, std::int64_t value) { put(env, name, std::to_string(value)); }
 
 }  // namespace
 
@@ -71,15 +75,6 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
   return env;
 }
 
-std::vector<std::string> contract_variables(const config::Plan& plan, const EnvContext& ctx) {
-  config::RankInfo r{0, 0, 0};
-  EnvMap env = worker_env(plan, r, ctx, {});
-  std::vector<std::string> names;
-  for (const auto& [k, v] : env)
-    if (plan.spec.env.find(k) == plan.spec.env.end() || k == "OMP_NUM_THREADS") names.push_back(k);
-  return names;
-}
-
 EnvMap current_environment() {
   EnvMap env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -88,17 +83,6 @@ EnvMap current_environment() {
     env.emplace(std::string(*e, static_cast<std::size_t>(eq - *e)), std::string(eq + 1));
   }
   return env;
-}
-
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
 }
 
 }  // namespace dtrain::agent

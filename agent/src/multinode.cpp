@@ -19,7 +19,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
-#include "dtrain/common/params.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
@@ -42,21 +42,12 @@ void write_fd(int fd, std::string_view s) {
   }
 }
 
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 // What every node must agree on: command, cluster shape, batch.
 std::string spec_hash(const config::Plan& p) {
   std::string key = text::join(p.spec.command, "\x1f");
   key += fmt::format("\n{} {} {}", p.instances, p.procs_per_instance, p.world_size);
   if (p.batch) key += fmt::format("\n{} {} {}", p.batch->global, p.batch->micro_batches, p.batch->epochs);
-  return fmt::format("{:016x}", fnv1a(key));
+  return fmt::format("{:016x}", text::fnv1a(key));
 }
 
 std::string host_name(const config::Plan& plan) {
@@ -64,29 +55,6 @@ std::string host_name(const config::Plan& plan) {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) == 0 && buf[0] != '\0') return buf;
   return "localhost";
-}
-
-// 0 when host:port can be bound here right now (so this machine may serve it), else the errno
-// (EADDRNOTAVAIL: not an address of this host; EADDRINUSE: already served here).
-int bind_probe(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  std::string ps = std::to_string(port);
-  if (::getaddrinfo(host.c_str(), ps.c_str(), &hints, &res) != 0 || res == nullptr) return EADDRNOTAVAIL;
-  int err = 0;
-  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    err = errno;
-  } else {
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0) err = errno;
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return err;
 }
 
 // The waiting line while the join barrier is open: live on a terminal, else one line per change
@@ -149,7 +117,7 @@ class Driver {
   AgentOptions opt_;
   MultiNodeOptions mn_;
   JoinLine line_;
-  text::HostPort ep_{};
+  net::HostPort ep_{};
   std::string endpoint_, token_, host_, hash_, run_id_;
   milliseconds join_timeout_{600000}, hb_{5000}, hb_timeout_{15000};
   std::unique_ptr<rdzv::Server> server_;
@@ -220,7 +188,7 @@ void Driver::setup() {
   auto& plan = opt_.plan;
   const auto& rs = plan.spec.rendezvous;
   endpoint_ = plan.rdzv_endpoint;
-  ep_ = text::parse_host_port(endpoint_, "rendezvous endpoint");
+  ep_ = net::parse_host_port(endpoint_, "rendezvous endpoint");
   run_id_ = plan.run_id;
   host_ = host_name(plan);
   hash_ = spec_hash(plan);
@@ -228,9 +196,8 @@ void Driver::setup() {
   hb_ = seconds_ms(rs.heartbeat_s);
   hb_timeout_ = seconds_ms(rs.heartbeat_timeout_s.value_or(3 * rs.heartbeat_s));
 
-  if (rs.token_file) token_ = rdzv::auth::read_token_file(*rs.token_file);
-  else token_ = param_string("DTRAIN_RDZV_TOKEN");
-  if (token_.empty() && !mn_.insecure && (plan.instances > 1 || !rdzv::is_loopback_host(ep_.host)))
+  token_ = rdzv::auth::resolve_token(rs.token_file.value_or(""));
+  if (token_.empty() && !mn_.insecure && (plan.instances > 1 || !net::is_loopback_host(ep_.host)))
     throw ConfigError(fmt::format(
         "this job spans {} node(s) through the rendezvous {} but has no token; set rendezvous.token_file, "
         "--token-file FILE or DTRAIN_RDZV_TOKEN (the same on every node), or pass --insecure on a trusted network",
@@ -242,7 +209,7 @@ void Driver::setup() {
 
   // Serve when we may be node 0 and the endpoint's address is ours and free.
   if (node_rank_ <= 0) {
-    int err = bind_probe(ep_.host, ep_.port);
+    int err = net::bind_probe(ep_.host, ep_.port);
     if (err == 0) {
       rdzv::ServerOptions so;
       so.host = ep_.host;
@@ -256,7 +223,7 @@ void Driver::setup() {
         DTRAIN_INFO(agent, "serving the rendezvous on {} for run '{}'", server_->endpoint(), run_id_);
       } catch (const IoError& e) {
         // another agent of this machine bound it first (node ranks not given): join it
-        if (bind_probe(ep_.host, ep_.port) != EADDRINUSE) throw;
+        if (net::bind_probe(ep_.host, ep_.port) != EADDRINUSE) throw;
         DTRAIN_INFO(agent, "not serving the rendezvous {}: {}", endpoint_, e.what());
         server_.reset();
       }
@@ -434,17 +401,8 @@ void Driver::control_loop() {
       agent_->post(Event::go(g, r.self.master_port));
       lk.lock();
       continue;
-    } catch (const AuthError& e) {
-      fail.exit_code = exit_code::auth_refused;
-      fail.reason = e.what();
-    } catch (const TimeoutError& e) {
-      fail.exit_code = exit_code::rdzv_timeout;
-      fail.reason = e.what();
-    } catch (const ConfigError& e) {
-      fail.exit_code = exit_code::usage;
-      fail.reason = e.what();
     } catch (const std::exception& e) {
-      fail.exit_code = exit_code::internal;
+      fail.exit_code = exit_status_of(e);
       fail.reason = e.what();
     }
     fail.reason = fmt::format("re-joining the rendezvous for generation {}: {}", g, fail.reason);

@@ -1,7 +1,6 @@
 #include "dtrain/common/text.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <numeric>
 
 #include "dtrain/common/errors.hpp"
@@ -58,29 +57,13 @@ std::string join(std::span<const std::string> parts, std::string_view sep) {
   return out;
 }
 
-HostPort parse_host_port(std::string_view s, std::string_view what) {
-  std::string_view host, port;
-  if (!s.empty() && s.front() == '[') {
-    auto close = s.find(']');
-    if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':')
-      throw ConfigError(fmt::format("{}: '{}' is not HOST:PORT (IPv6 as [addr]:port)", what, s));
-    host = s.substr(1, close - 1);
-    port = s.substr(close + 2);
-  } else {
-    auto colon = s.rfind(':');
-    if (colon == std::string_view::npos || s.find(':') != colon)
-      throw ConfigError(fmt::format("{}: '{}' is not HOST:PORT, e.g. 10.0.0.1:29400", what, s));
-    host = s.substr(0, colon);
-    port = s.substr(colon + 1);
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
   }
-  if (host.empty()) throw ConfigError(fmt::format("{}: '{}' has an empty host, e.g. 10.0.0.1:29400", what, s));
-  int p = -1;
-  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-  if (port.empty() || ec != std::errc{} || ptr != port.data() + port.size())
-    throw ConfigError(fmt::format("{}: port '{}' in '{}' is not a number", what, port, s));
-  if (p < 1 || p > 65535)
-    throw ConfigError(fmt::format("{}: port {} in '{}' is out of range 1-65535", what, p, s));
-  return {std::string(host), p};
+  return h;
 }
 
 }  // namespace dtrain::text

@@ -2,12 +2,13 @@
 #include "dtrain/config/fields.hpp"
 
 #include <cmath>
-#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
+#include "dtrain/common/worker_env.hpp"
 #include "dtrain/common/text.hpp"
 #include "spec_internal.hpp"
 
@@ -46,26 +47,13 @@ void check_command(const json& v, const std::string& path, Problems& out) {
 
 void check_endpoint(const json& v, const std::string& path, Problems& out) {
   try {
-    (void)text::parse_host_port(v.get_ref<const std::string&>(), path);
+    (void)net::parse_host_port(v.get_ref<const std::string&>(), path);
   } catch (const ConfigError& e) {
     std::string msg = e.what();
     // parse_host_port prefixes the name we gave it: "<path>: ..."
     if (msg.rfind(path + ": ", 0) == 0) msg.erase(0, path.size() + 2);
     out.push_back({path, msg});
   }
-}
-
-// Variables dtrain sets for every worker (the env contract); the spec cannot override them.
-const std::set<std::string>& reserved_env() {
-  static const std::set<std::string> names = {
-      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE",
-      "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-      "TORCHELASTIC_RUN_ID", "DTRAIN_RUN_ID", "DTRAIN_GENERATION", "DTRAIN_NODE_RANK", "DTRAIN_NNODES",
-      "DTRAIN_WORLD_SIZE", "DTRAIN_STORE_ADDR", "DTRAIN_STORE_TOKEN", "DTRAIN_LOCAL_ADDR",
-      "DTRAIN_GLOBAL_BATCH", "DTRAIN_PER_REPLICA_BATCH", "DTRAIN_MICRO_BATCHES", "DTRAIN_MICRO_BATCH_SIZE",
-      "DTRAIN_DATASET_SIZE", "DTRAIN_EPOCHS", "DTRAIN_ITERATIONS_PER_EPOCH", "DTRAIN_TOTAL_ITERATIONS",
-      "DTRAIN_PLAN"};
-  return names;
 }
 
 void check_env(const json& v, const std::string& path, Problems& out) {
@@ -75,7 +63,7 @@ void check_env(const json& v, const std::string& path, Problems& out) {
     for (char c : key) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
     if (!ok) out.push_back({p, fmt::format("\"{}\" is not a valid environment variable name; expected letters, "
                                            "digits and '_', not starting with a digit", key)});
-    else if (reserved_env().count(key))
+    else if (worker_env::is_reserved(key))
       out.push_back({p, fmt::format("{} is set by dtrain for every worker (see dtrain-launch(1)); remove it from env", key)});
     if (!value.is_string())
       out.push_back({p, fmt::format("{} is not a string; environment values are strings, e.g. \"{}\"", detail::show(value),

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/config/hostlist.hpp"
 #include "dtrain/config/plan.hpp"
@@ -279,7 +280,7 @@ NodeIdentity discover_identity(const JobSpec& spec, const Overrides& ov, const E
     id.field_sources["master_addr"] = e->source;
   } else if (spec.rendezvous.endpoint) {
     try {
-      id.master_addr = text::parse_host_port(*spec.rendezvous.endpoint, "endpoint").host;
+      id.master_addr = net::parse_host_port(*spec.rendezvous.endpoint, "endpoint").host;
       id.field_sources["master_addr"] = ov.rdzv ? "flags" : "spec";
     } catch (const ConfigError&) {
       id.field_sources["master_addr"] = "default";

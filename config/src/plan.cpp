@@ -1,17 +1,17 @@
 // The plan: cluster size, rank table, batch math, run id and rendezvous endpoint.
 #include "dtrain/config/plan.hpp"
 
-#include <sched.h>
 
 #include <charconv>
 #include <filesystem>
 #include <random>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
+#include "dtrain/common/system.hpp"
 #include "dtrain/common/text.hpp"
 #include "identity_internal.hpp"
 
@@ -29,17 +29,6 @@ bool is_index(std::string_view s) {
 }
 
 std::string hex_id(std::uint64_t x, int digits) { return fmt::format("{:0{}x}", x & ((1ULL << (4 * digits)) - 1), digits); }
-
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-std::string bracket(const std::string& host) { return host.find(':') != std::string::npos ? "[" + host + "]" : host; }
 
 }  // namespace
 
@@ -81,13 +70,7 @@ int count_visible_gpus() { return count_visible_gpus(Environment::current()); }
 
 int count_cpu_slots(const Environment& env) {
   if (env.cpu_slots) return std::max(1, *env.cpu_slots);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  return std::max(1U, std::thread::hardware_concurrency());
+  return sys::usable_cpus();
 }
 
 Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env) {
@@ -208,7 +191,7 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
   } else if (plan.instances > 1) {
     std::string key = spec.name + "\n" + text::join(spec.command, "\x1f") + "\n" + std::to_string(plan.instances) + "\n" +
                       spec.rendezvous.endpoint.value_or(plan.identity.master_addr);
-    plan.run_id = spec.name + "-" + hex_id(fnv1a(key), 12);
+    plan.run_id = spec.name + "-" + hex_id(text::fnv1a(key), 12);
     plan.run_id_source = "derived";
   } else {
     std::random_device rd;
@@ -224,8 +207,8 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
   } else if (plan.instances > 1) {
     const auto& src = plan.identity.field_sources["master_addr"];
     if (src != "default" && !plan.identity.master_addr.empty()) {
-      plan.rdzv_endpoint = fmt::format("{}:{}", bracket(plan.identity.master_addr),
-                                       plan.identity.master_port.value_or(kDefaultRdzvPort));
+      plan.rdzv_endpoint = net::endpoint_text(plan.identity.master_addr,
+                                             plan.identity.master_port.value_or(kDefaultRdzvPort));
       plan.rdzv_source = src;
     } else {
       problems.push_back({"/rendezvous/endpoint",

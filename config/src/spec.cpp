@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/config/fields.hpp"
 #include "dtrain/config/spec.hpp"
@@ -300,7 +301,7 @@ void apply_flags(JobSpec& spec, const Overrides& o, Collector& c) {
     c.add("--nproc-per-node", fmt::format("{} is out of range; expected a worker count from 1 to 4096", *o.nproc_per_node));
   if (o.rdzv) {
     try {
-      (void)text::parse_host_port(*o.rdzv, "--rdzv");
+      (void)net::parse_host_port(*o.rdzv, "--rdzv");
       spec.rendezvous.endpoint = *o.rdzv;
     } catch (const ConfigError& e) {
       std::string msg = e.what();

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/params.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/rendezvous/wire.hpp"
 
@@ -61,6 +62,10 @@ std::string read_token_file(const std::string& path) {
     DTRAIN_WARN(rdzv, "token file {} can be read by other users (mode {:o}); chmod 600 it", path,
                 st.st_mode & 0777);
   return line;
+}
+
+std::string resolve_token(std::string_view path) {
+  return path.empty() ? param_string("DTRAIN_RDZV_TOKEN") : read_token_file(std::string(path));
 }
 
 }  // namespace dtrain::rdzv::auth

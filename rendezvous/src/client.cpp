@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 
@@ -112,8 +113,7 @@ TcpStore::~TcpStore() {
 }
 
 std::string TcpStore::endpoint() const {
-  return opts_.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", opts_.host, opts_.port)
-                                                   : fmt::format("{}:{}", opts_.host, opts_.port);
+  return net::endpoint_text(opts_.host, opts_.port);
 }
 
 std::string TcpStore::local_address() const { return local_addr_; }

@@ -1,13 +1,11 @@
 // NodeSession: the agent's side of the join barrier, heartbeats, job events and exit barrier.
 #include "dtrain/rendezvous/node_session.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
+#include "dtrain/common/net.hpp"
 
 namespace dtrain::rdzv {
 namespace {
@@ -26,31 +24,6 @@ constexpr milliseconds kOpTimeout{60000};
 std::string JoinProgress::line() const {
   return fmt::format("waiting for nodes {}/{} (missing: {}) {} s / {} s", joined, instances, missing,
                      elapsed.count() / 1000, timeout.count() / 1000);
-}
-
-int pick_free_port(const std::string& addr) {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (::inet_pton(AF_INET6, addr.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    len = sizeof *v6;
-  } else {
-    v4->sin_family = AF_INET;
-    if (::inet_pton(AF_INET, addr.c_str(), &v4->sin_addr) != 1) v4->sin_addr.s_addr = htonl(INADDR_ANY);
-    len = sizeof *v4;
-  }
-  int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw IoError(fmt::format("cannot pick a free port: socket: {}", errno_text(errno)));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw IoError(fmt::format("cannot pick a free port on {}: {}", addr, errno_text(e)));
-  }
-  ::close(fd);
-  return ss.ss_family == AF_INET6 ? ntohs(v6->sin6_port) : ntohs(v4->sin_port);
 }
 
 NodeSession::NodeSession(NodeSessionOptions opts) : opts_(std::move(opts)) {
@@ -74,7 +47,7 @@ JoinResult NodeSession::join(const ProgressFn& progress) {
   auto conn = connect_store(co);
   std::string local = conn->local_address();
   std::string advertise = opts_.advertise_addr.empty() ? local : opts_.advertise_addr;
-  int mport = opts_.master_port > 0 ? opts_.master_port : pick_free_port(advertise);
+  int mport = opts_.master_port > 0 ? opts_.master_port : net::pick_free_port(advertise);
   Frame req(Op::join);
   req.str(opts_.host)
       .i64(opts_.node_rank)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../cli/run_binary.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 
 extern char** environ;
@@ -53,7 +54,7 @@ std::size_t shm_entries(const std::string& stem) {
   return n;
 }
 
-int free_port() { return dtrain::rdzv::pick_free_port("127.0.0.1"); }
+int free_port() { return dtrain::net::pick_free_port("127.0.0.1"); }
 
 std::string run_id(const char* what) { return std::string("coll-") + what + "-" + std::to_string(::getpid()); }
 

@@ -17,18 +17,10 @@ TEST_SUITE("common::text") {
     CHECK_FALSE(text::closest("zebra", keys).has_value());
   }
 
-  TEST_CASE("host:port parsing") {
-    auto hp = text::parse_host_port("10.0.0.1:29400", "--rdzv");
-    CHECK(hp.host == "10.0.0.1");
-    CHECK(hp.port == 29400);
-    auto v6 = text::parse_host_port("[::1]:80", "--rdzv");
-    CHECK(v6.host == "::1");
-    SUBCASE("errors name the problem") {
-      CHECK_THROWS_WITH_AS(text::parse_host_port("host", "x"), doctest::Contains("not HOST:PORT"), ConfigError);
-      CHECK_THROWS_WITH_AS(text::parse_host_port("h:70000", "x"), doctest::Contains("out of range"), ConfigError);
-      CHECK_THROWS_WITH_AS(text::parse_host_port("h:abc", "x"), doctest::Contains("not a number"), ConfigError);
-      CHECK_THROWS_WITH_AS(text::parse_host_port(":80", "x"), doctest::Contains("empty host"), ConfigError);
-    }
+  TEST_CASE("fnv1a is the 64-bit FNV-1a of the bytes") {
+    CHECK(text::fnv1a("") == 0xcbf29ce484222325ull);
+    CHECK(text::fnv1a("a") == 0xaf63dc4c8601ec8cull);
+    CHECK(text::fnv1a("foobar") == 0x85944171f73967e8ull);
   }
 
   TEST_CASE("split and join round-trip") {

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/common/worker_env.hpp"
 #include "dtrain/config/errors.hpp"
 #include "dtrain/config/spec.hpp"
 
@@ -83,6 +84,15 @@ TEST_SUITE("config::spec") {
     CHECK(has_problem(ps, "/cluster/instances", "0 is out of range"));
     CHECK(has_problem(ps, "/batch/globl", "did you mean \"global\""));
     CHECK(has_problem(ps, "/grace_s", "is a string; expected a number"));
+  }
+
+  TEST_CASE("env may not set a reserved contract variable; the defaults it may") {
+    for (const auto& v : dtrain::worker_env::variables()) {
+      std::string name(v.name);
+      CAPTURE(name);
+      auto ps = problems_of(R"({"command": ["a"], "env": {")" + name + R"(": "1"}})");
+      CHECK(has_problem(ps, "/env/" + name, "is set by dtrain for every worker") == v.reserved);
+    }
   }
 
   TEST_CASE("duplicate keys are seen at every depth, with their JSON path") {

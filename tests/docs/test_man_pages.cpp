@@ -13,6 +13,7 @@
 
 #include "../cli/run_binary.hpp"
 #include "dtrain/common/params.hpp"
+#include "dtrain/common/worker_env.hpp"
 #include "dtrain/config/errors.hpp"
 #include "dtrain/config/fields.hpp"
 #include "dtrain/config/plan.hpp"
@@ -144,6 +145,14 @@ TEST_SUITE("docs::man_pages") {
                           "RANK", "WORLD_SIZE", "LOCAL_RANK", "DTRAIN_RUN_ID", "CUDA_VISIBLE_DEVICES",
                           "/opt/ml/input/config/resourceconfig.json"})
       CHECK_MESSAGE(d1.find(v) != std::string::npos, std::string(v) << " is missing from man/dtrain.1");
+  }
+
+  TEST_CASE("every worker variable dtrain sets is in ENVIRONMENT of dtrain-launch(1)") {
+    std::string env = section(plain(read_file(kMan / "dtrain-launch.1")), "ENVIRONMENT");
+    REQUIRE_FALSE(env.empty());
+    for (const auto& v : dtrain::worker_env::variables())
+      CHECK_MESSAGE(env.find(std::string(v.name)) != std::string::npos,
+                    std::string(v.name) << " (common/src/worker_env.cpp) is missing from ENVIRONMENT of dtrain-launch(1)");
   }
 
   TEST_CASE("dtrain(1) gives each DTRAIN_* parameter the registry's default") {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../agent/agent_test_util.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 
 extern char** environ;
@@ -30,7 +31,7 @@ namespace {
 using agent_test::TempDir;
 namespace fs = std::filesystem;
 
-int free_port() { return dtrain::rdzv::pick_free_port("127.0.0.1"); }
+int free_port() { return dtrain::net::pick_free_port("127.0.0.1"); }
 
 // Until something listens on 127.0.0.1:port.
 bool listening(int port) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/client.hpp"
 #include "nccl_core.hpp"
 
@@ -54,12 +55,10 @@ int main(int argc, char** argv) {
     const int rank = env_int("RANK");
     const int size = env_int("WORLD_SIZE");
     const int generation = env_int("DTRAIN_GENERATION");
-    std::string addr = env("DTRAIN_STORE_ADDR");
-    auto colon = addr.rfind(':');
-    if (colon == std::string::npos) throw ConfigError("DTRAIN_STORE_ADDR=" + addr + ": expected HOST:PORT");
+    auto addr = net::parse_host_port(env("DTRAIN_STORE_ADDR"), "DTRAIN_STORE_ADDR");
     rdzv::ClientOptions co;
-    co.host = addr.substr(0, colon);
-    co.port = std::stoi(addr.substr(colon + 1));
+    co.host = addr.host;
+    co.port = addr.port;
     const char* token = std::getenv("DTRAIN_STORE_TOKEN");
     co.token = token != nullptr ? token : "";
     co.run_id = env("DTRAIN_RUN_ID");

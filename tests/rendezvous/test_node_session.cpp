@@ -303,13 +303,4 @@ TEST_SUITE("rendezvous::node_session") {
     CHECK_THROWS_WITH_AS(fut.get(), doctest::Contains("1 of 3 nodes joined; missing: node 0, node 2"), IoError);
   }
 
-  TEST_CASE("pick_free_port gives a port that can be bound, on IPv4 and IPv6 loopback") {
-    for (const char* host : {"127.0.0.1", "0.0.0.0", "::1"}) {
-      CAPTURE(host);
-      int p = pick_free_port(host);
-      CHECK(p > 0);
-      CHECK(p < 65536);
-    }
-    CHECK_THROWS_AS(pick_free_port("192.0.2.1"), dtrain::IoError);  // not an address of this machine
-  }
 }

@@ -28,12 +28,7 @@ struct EnvContext {
 EnvMap worker_env(const config::Plan& plan, const config::RankInfo& rank, const EnvContext& ctx,
                   const EnvMap& base);
 
-// Names of the contract variables that worker_env sets for this plan (the man page lists them all).
-std::vector<std::string> contract_variables(const config::Plan& plan, const EnvContext& ctx);
-
 // The agent's own environment.
 EnvMap current_environment();
-// CPUs in this process's affinity mask.
-int usable_cores();
 
 }  // namespace dtrain::agent

@@ -39,6 +39,10 @@ class InternalError : public Error {
 
 [[noreturn]] void throw_internal(const char* file, int line, const std::string& what);
 
+// The dtrain binary's exit status for an error that ends it (exit_codes.hpp): ConfigError 2,
+// AuthError 77, TimeoutError 75, anything else 125.
+int exit_status_of(const std::exception& e);
+
 // errno text for messages: "connect 10.0.0.1:29400: Connection refused"
 std::string errno_text(int err);
 

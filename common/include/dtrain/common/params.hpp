@@ -1,8 +1,10 @@
 #pragma once
-// The registry of DTRAIN_* environment parameters a user may set (NCCL_PARAM style): one table,
-// read once and cached. The same table feeds `dtrain env`, --help and the man pages' ENVIRONMENT
-// sections (a test checks that every entry is documented). Variables that `dtrain launch` sets for
-// its workers are the env contract, listed in man/dtrain-launch.1, not here.
+// The registry of DTRAIN_* environment parameters a user may set (NCCL_PARAM style): one table.
+// Values are read from the environment at each call (callers read them once, at setup, never on a
+// hot path), so a test or an agent may change the environment between calls. The same table feeds
+// `dtrain env`, --help and the man pages' ENVIRONMENT sections (a test checks that every entry is
+// documented). Variables that `dtrain launch` sets for
+// its workers are the env contract (worker_env.hpp), listed in man/dtrain-launch.1, not here.
 #include <cstdint>
 #include <span>
 #include <string>

@@ -1,5 +1,6 @@
 #pragma once
 // Small text helpers shared by the CLI and the spec parser.
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,11 +16,7 @@ std::optional<std::string> closest(std::string_view word, std::span<const std::s
 std::vector<std::string> split(std::string_view s, char sep);
 std::string join(std::span<const std::string> parts, std::string_view sep);
 
-struct HostPort {
-  std::string host;
-  int port;
-};
-// "host:port" or "[v6]:port"; throws ConfigError naming `what` when malformed or the port is out of range.
-HostPort parse_host_port(std::string_view s, std::string_view what);
+// 64-bit FNV-1a: a stable hash for ids that must agree across nodes (not for security).
+std::uint64_t fnv1a(std::string_view s);
 
 }  // namespace dtrain::text

@@ -27,4 +27,8 @@ Bytes proof(std::string_view token, std::string_view role, ByteView first_nonce,
 // file when it cannot be read or is empty; logs a warning when others may read it.
 std::string read_token_file(const std::string& path);
 
+// The shared token: read_token_file(path) when a path is given (non-empty), else DTRAIN_RDZV_TOKEN
+// ("" when that is unset too).
+std::string resolve_token(std::string_view path);
+
 }  // namespace dtrain::rdzv::auth

@@ -136,7 +136,4 @@ std::vector<std::string> list_runs(const ClientOptions& opts);
 // The node table of `run_id` (latest generation).
 RunStatus query_status(const ClientOptions& opts, const std::string& run_id);
 
-// A free TCP port on `addr` (bind to port 0, read it, close): the MASTER_PORT proposal.
-int pick_free_port(const std::string& addr);
-
 }  // namespace dtrain::rdzv
