@@ -1,5 +1,7 @@
 #include "spec_options.hpp"
 
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 
 #include "dtrain/common/errors.hpp"
@@ -38,7 +40,9 @@ config::Plan load_plan(const SpecArgs& args, bool job_required, const config::En
   } else {
     spec = config::load_spec_file(args.job_file, args.overrides);
   }
-  return config::make_plan(spec, args.overrides, env);
+  config::Plan plan = config::make_plan(spec, args.overrides, env);
+  for (const auto& w : plan.warnings) std::fprintf(stderr, "dtrain: warning: %s\n", w.c_str());
+  return plan;
 }
 
 config::Plan load_plan(const SpecArgs& args, bool job_required) {

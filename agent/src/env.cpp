@@ -57,11 +57,20 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
     put(env, "DTRAIN_STORE_TOKEN", ctx.store_token);
   }
   put(env, "DTRAIN_LOCAL_ADDR", ctx.local_addr);
+  const config::Coords c = plan.layout.coords(r.rank);
+  put(env, "DTRAIN_DP_RANK", c.dp);
+  put(env, "DTRAIN_DP_SIZE", plan.layout.data);
+  put(env, "DTRAIN_PP_RANK", c.pp);
+  put(env, "DTRAIN_PP_SIZE", plan.layout.pipeline);
+  put(env, "DTRAIN_TP_RANK", c.tp);
+  put(env, "DTRAIN_TP_SIZE", plan.layout.tensor);
+  put(env, "DTRAIN_PARALLEL_ORDER", plan.layout.order_text());
+  put(env, "DTRAIN_PP_SCHEDULE", plan.schedule);
+  put(env, "DTRAIN_MICRO_BATCHES", plan.batch ? plan.batch->micro_batches : plan.spec.batch.micro_batches);
   if (plan.batch) {
     const auto& b = *plan.batch;
     put(env, "DTRAIN_GLOBAL_BATCH", b.global);
     put(env, "DTRAIN_PER_REPLICA_BATCH", b.per_replica);
-    put(env, "DTRAIN_MICRO_BATCHES", b.micro_batches);
     put(env, "DTRAIN_MICRO_BATCH_SIZE", b.micro_batch_size);
     put(env, "DTRAIN_EPOCHS", b.epochs);
     if (b.dataset_size) put(env, "DTRAIN_DATASET_SIZE", *b.dataset_size);

@@ -1,6 +1,7 @@
 // The job spec field registry (man/dtrain-job.5 documents every row; tests/docs checks it).
 #include "dtrain/config/fields.hpp"
 
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/worker_env.hpp"
 #include "dtrain/common/text.hpp"
+#include "dtrain/config/layout.hpp"
 #include "spec_internal.hpp"
 
 namespace dtrain::config {
@@ -97,6 +99,20 @@ void check_tag_format(const json& v, const std::string& path, Problems& out) {
   }
 }
 
+void check_order(const json& v, const std::string& path, Problems& out) {
+  std::array<GroupKind, 3> order{};
+  if (!parse_order(v.get_ref<const std::string&>(), order))
+    out.push_back({path, fmt::format("{} is not a rank order; expected tp, dp and pp once each, fastest first, "
+                                     "e.g. \"tp-dp-pp\" (Megatron-LM's)", detail::show(v))});
+}
+
+void check_schedule(const json& v, const std::string& path, Problems& out) {
+  const auto& s = v.get_ref<const std::string&>();
+  if (s != "gpipe" && s != "1f1b")
+    out.push_back({path, fmt::format("{} is not a pipeline schedule; expected \"gpipe\" (all forwards, then all "
+                                     "backwards) or \"1f1b\" (one forward, one backward)", detail::show(v))});
+}
+
 std::vector<std::string> strings(const json& v) { return v.get<std::vector<std::string>>(); }
 
 constexpr double kMaxInstances = 65536;
@@ -131,9 +147,9 @@ const FieldInfo kFields[] = {
 
   {"/batch", FieldType::object, "unset (no batch math)", "batch sizes, handed to workers as DTRAIN_* variables", 0, 0, false, false, nullptr,
    +[](JobSpec& s, const json&) { s.has_batch = true; }},
-  {"/batch/per_replica", FieldType::integer, "global / world size", "samples per replica (worker) per iteration", 1, kMaxBatch, false, false, nullptr,
+  {"/batch/per_replica", FieldType::integer, "global / data", "samples per replica per iteration", 1, kMaxBatch, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.batch.per_replica = v.get<std::int64_t>(); }},
-  {"/batch/global", FieldType::integer, "world size x per_replica", "samples per iteration over all replicas; must divide by the world size", 1, kMaxBatch * 1024, false, false, nullptr,
+  {"/batch/global", FieldType::integer, "data x per_replica", "samples per iteration over all replicas; must divide by the replicas (parallel.data)", 1, kMaxBatch * 1024, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.batch.global = v.get<std::int64_t>(); }},
   {"/batch/micro_batches", FieldType::integer, "1", "gradient-accumulation steps per iteration; must divide per_replica", 1, kMaxBatch, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.batch.micro_batches = v.get<std::int64_t>(); }},
@@ -141,6 +157,18 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.batch.dataset_size = v.get<std::int64_t>(); }},
   {"/batch/epochs", FieldType::integer, "1", "passes over the dataset", 1, 1000000, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.batch.epochs = v.get<std::int64_t>(); }},
+
+  {"/parallel", FieldType::object, "{}", "model parallelism: pipeline stages x tensor shards x data replicas", 0, 0, false, false, nullptr, nullptr},
+  {"/parallel/pipeline", FieldType::integer, "1", "pipeline stages the model is split into", 1, kMaxSlots, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.parallel.pipeline = v.get<int>(); }},
+  {"/parallel/tensor", FieldType::integer, "1", "tensor shards per pipeline stage", 1, kMaxSlots, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.parallel.tensor = v.get<int>(); }},
+  {"/parallel/data", FieldType::integer, "world size / (pipeline x tensor)", "data-parallel replicas of the model; the batch math's replicas", 1, 1048576, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.parallel.data = v.get<int>(); }},
+  {"/parallel/order", FieldType::string, "\"tp-dp-pp\"", "rank layout, fastest-varying first: tensor, then data, then pipeline", 0, 0, false, false, check_order,
+   +[](JobSpec& s, const json& v) { s.parallel.order = v.get<std::string>(); }},
+  {"/parallel/schedule", FieldType::string, "\"1f1b\"", "pipeline schedule over micro-batches: \"gpipe\" or \"1f1b\"", 0, 0, false, false, check_schedule,
+   +[](JobSpec& s, const json& v) { s.parallel.schedule = v.get<std::string>(); }},
 
   {"/rendezvous", FieldType::object, "{}", "where the nodes meet", 0, 0, false, false, nullptr, nullptr},
   {"/rendezvous/endpoint", FieldType::string, "unset (standalone store on node 0)", "HOST:PORT of the rendezvous store", 0, 0, false, false, check_endpoint,

@@ -7,6 +7,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "dtrain/common/errors.hpp"
@@ -73,20 +74,18 @@ int count_cpu_slots(const Environment& env) {
   return sys::usable_cpus();
 }
 
-Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env) {
-  std::vector<SpecProblem> problems;
-  Plan plan;
-  plan.spec = spec;
-  plan.identity = detail::discover_identity(spec, ov, env, problems);
-  plan.instances = plan.identity.instances;
+namespace {
 
-  // Workers per node.
+using Problems = std::vector<SpecProblem>;
+
+// Workers per node: flags > spec > SageMaker's GPU count > visible GPUs > CPU cores.
+void place_workers(Plan& plan, const Overrides& ov, const Environment& env, Problems& problems) {
   int visible = -1;  // counted lazily
   auto gpus = [&] {
     if (visible < 0) visible = count_visible_gpus(env);
     return visible;
   };
-  const auto& cl = spec.cluster;
+  const auto& cl = plan.spec.cluster;
   bool spec_cpu = cl.procs_per_instance.has_value() && !cl.gpus_per_instance;
   if (ov.nproc_per_node) {
     plan.procs_per_instance = *ov.nproc_per_node;
@@ -115,73 +114,130 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
   if (cl.bind_gpus && plan.use_gpus && gpus() > 0 && plan.procs_per_instance > gpus())
     problems.push_back({"/cluster/bind_gpus", fmt::format("true needs one GPU per worker, but {} workers per node and only "
                                                           "{} GPUs visible here", plan.procs_per_instance, gpus())});
+}
 
+std::string world_why(const Plan& plan) {
+  return fmt::format("{} instance{} x {} {} per instance", plan.instances, plan.instances == 1 ? "" : "s",
+                     plan.procs_per_instance, plan.use_gpus ? "GPU workers" : "workers");
+}
+
+// World size and the rank table: node n holds ranks n x per-node .. + per-node - 1.
+void number_ranks(Plan& plan, Problems& problems) {
   long long world = static_cast<long long>(plan.instances) * plan.procs_per_instance;
-  std::string world_why = fmt::format("{} instance{} x {} {} per instance", plan.instances, plan.instances == 1 ? "" : "s",
-                                      plan.procs_per_instance, plan.use_gpus ? "GPU workers" : "workers");
   if (world > kMaxWorld) {
-    problems.push_back({"/cluster", fmt::format("world size {} ({}) is more than {} ranks", world, world_why, kMaxWorld)});
+    problems.push_back({"/cluster", fmt::format("world size {} ({}) is more than {} ranks", world, world_why(plan), kMaxWorld)});
     world = 1;
   }
   plan.world_size = static_cast<int>(world);
-  if (problems.empty()) {
-    plan.ranks.reserve(static_cast<std::size_t>(world));
-    for (int n = 0; n < plan.instances; ++n)
-      for (int l = 0; l < plan.procs_per_instance; ++l)
-        plan.ranks.push_back({n * plan.procs_per_instance + l, n, l});
-  }
+  if (!problems.empty()) return;
+  plan.ranks.reserve(static_cast<std::size_t>(world));
+  for (int n = 0; n < plan.instances; ++n)
+    for (int l = 0; l < plan.procs_per_instance; ++l) plan.ranks.push_back({n * plan.procs_per_instance + l, n, l});
+}
 
-  // Batch math.
-  if (spec.has_batch) {
-    const auto& b = spec.batch;
-    BatchPlan bp;
-    bp.micro_batches = b.micro_batches;
-    bp.epochs = b.epochs;
-    bp.dataset_size = b.dataset_size;
-    bool ok = true;
-    if (b.per_replica) {
-      bp.per_replica = *b.per_replica;
-      bp.global = world * bp.per_replica;
-      if (b.global && *b.global != bp.global) {
-        problems.push_back({"/batch/global", fmt::format("{} is not world size {} x per_replica {} = {}; give only one of "
-                                                         "global and per_replica, or make them agree",
-                                                         *b.global, world, bp.per_replica, bp.global)});
-        ok = false;
+// Warns when a tensor group spans nodes: its all-reduces then cross the network every layer.
+void check_tensor_groups(Plan& plan) {
+  if (plan.layout.tensor == 1 || plan.ranks.empty()) return;
+  for (const auto& g : plan.layout.groups(GroupKind::tensor)) {
+    int first = plan.ranks[static_cast<std::size_t>(g.front())].node_rank;
+    for (int r : g)
+      if (plan.ranks[static_cast<std::size_t>(r)].node_rank != first) {
+        plan.warnings.push_back(fmt::format(
+            "tensor group [{}] spans nodes {} and {}: its all-reduces cross the network in every layer; keep "
+            "tensor <= {} workers per node and tensor fastest in parallel.order", fmt::join(g, " "), first,
+            plan.ranks[static_cast<std::size_t>(r)].node_rank, plan.procs_per_instance));
+        return;
       }
-    } else if (b.global) {
-      bp.global = *b.global;
-      if (bp.global % world != 0) {
-        long long lo = bp.global / world * world, hi = lo + world;
-        problems.push_back({"/batch/global", fmt::format("{} does not divide by world size {} ({}); nearest that do: {}",
-                                                         bp.global, world, world_why,
-                                                         lo > 0 ? fmt::format("{} or {}", lo, hi) : fmt::format("{}", hi))});
-        ok = false;
-      } else {
-        bp.per_replica = bp.global / world;
-        if (bp.per_replica % bp.micro_batches != 0) {
-          problems.push_back({"/batch/global", fmt::format("{} gives per_replica {} at world size {}, which does not divide "
-                                                           "by micro_batches {}", bp.global, bp.per_replica, world,
-                                                           bp.micro_batches)});
-          ok = false;
-        }
-      }
+  }
+}
+
+// pipeline x tensor x data = world size; data derived when unset. False when they do not agree.
+bool plan_layout(Plan& plan, Problems& problems) {
+  const auto& ps = plan.spec.parallel;
+  Layout& l = plan.layout;
+  l.pipeline = ps.pipeline;
+  l.tensor = ps.tensor;
+  (void)parse_order(ps.order, l.order);  // validated with the spec
+  plan.schedule = ps.schedule;
+  const int model = ps.pipeline * ps.tensor;
+  if (plan.world_size % model != 0) {
+    problems.push_back({"/parallel", fmt::format("world size {} ({}) does not divide by pipeline {} x tensor {} = {}; "
+                                                 "change the stages, the shards or the workers", plan.world_size,
+                                                 world_why(plan), ps.pipeline, ps.tensor, model)});
+    return false;
+  }
+  l.data = plan.world_size / model;
+  if (ps.data && *ps.data != l.data) {
+    problems.push_back({"/parallel/data", fmt::format("{} replicas x pipeline {} x tensor {} = {} ranks, but the world "
+                                                      "size is {} ({}); leave data out to derive it ({})", *ps.data,
+                                                      ps.pipeline, ps.tensor, static_cast<long long>(*ps.data) * model,
+                                                      plan.world_size, world_why(plan), l.data)});
+    return false;
+  }
+  check_tensor_groups(plan);
+  return true;
+}
+
+// The replicas the batch math divides by: "world size 16" or, with model parallelism,
+// "4 replicas (data degree: world size 16 / (pipeline 2 x tensor 2))".
+std::string replicas_text(const Plan& plan) {
+  if (plan.layout.data_only()) return fmt::format("world size {}", plan.world_size);
+  return fmt::format("{} replicas (data degree: world size {} / (pipeline {} x tensor {}))", plan.layout.data,
+                     plan.world_size, plan.layout.pipeline, plan.layout.tensor);
+}
+
+// Batch math over the replicas (the data degree): global = replicas x per_replica.
+void plan_batch(Plan& plan, Problems& problems) {
+  const auto& b = plan.spec.batch;
+  const long long replicas = plan.layout.data;
+  BatchPlan bp;
+  bp.micro_batches = b.micro_batches;
+  bp.epochs = b.epochs;
+  bp.dataset_size = b.dataset_size;
+  if (b.per_replica) {
+    bp.per_replica = *b.per_replica;
+    bp.global = replicas * bp.per_replica;
+    if (b.global && *b.global != bp.global) {
+      problems.push_back({"/batch/global", fmt::format("{} is not {} x per_replica {} = {}; give only one of global and "
+                                                       "per_replica, or make them agree", *b.global, replicas_text(plan),
+                                                       bp.per_replica, bp.global)});
+      return;
     }
-    if (ok && bp.per_replica > 0) {
-      bp.micro_batch_size = bp.per_replica / bp.micro_batches;
-      if (bp.dataset_size) {
-        std::int64_t ipe = (*bp.dataset_size + bp.global - 1) / bp.global;
-        std::int64_t total = 0;
-        if (__builtin_mul_overflow(ipe, bp.epochs, &total))
-          problems.push_back({"/batch/epochs", fmt::format("{} epochs of {} iterations overflow the iteration count", bp.epochs, ipe)});
-        bp.iterations_per_epoch = ipe;
-        bp.total_iterations = total;
-      }
-      plan.batch = bp;
+  } else if (b.global) {
+    bp.global = *b.global;
+    if (bp.global % replicas != 0) {
+      long long lo = bp.global / replicas * replicas, hi = lo + replicas;
+      std::string why = plan.layout.data_only() ? fmt::format(" ({})", world_why(plan)) : "";
+      problems.push_back({"/batch/global", fmt::format("{} does not divide by {}{}; nearest that do: {}", bp.global,
+                                                       replicas_text(plan), why,
+                                                       lo > 0 ? fmt::format("{} or {}", lo, hi) : fmt::format("{}", hi))});
+      return;
+    }
+    bp.per_replica = bp.global / replicas;
+    if (bp.per_replica % bp.micro_batches != 0) {
+      problems.push_back({"/batch/global", fmt::format("{} gives per_replica {} at {}, which does not divide by "
+                                                       "micro_batches {}", bp.global, bp.per_replica, replicas_text(plan),
+                                                       bp.micro_batches)});
+      return;
     }
   }
+  if (bp.per_replica <= 0) return;
+  bp.micro_batch_size = bp.per_replica / bp.micro_batches;
+  if (bp.dataset_size) {
+    std::int64_t ipe = (*bp.dataset_size + bp.global - 1) / bp.global;
+    std::int64_t total = 0;
+    if (__builtin_mul_overflow(ipe, bp.epochs, &total))
+      problems.push_back({"/batch/epochs", fmt::format("{} epochs of {} iterations overflow the iteration count", bp.epochs, ipe)});
+    bp.iterations_per_epoch = ipe;
+    bp.total_iterations = total;
+  }
+  plan.batch = bp;
+}
 
-  // Run id: spec > Slurm job id > generated (single node) or derived from the spec (several
-  // nodes, so every node computes the same one).
+// Run id: spec > Slurm job id > generated (single node) or derived from the spec (several nodes,
+// so every node computes the same one).
+void choose_run_id(Plan& plan) {
+  const auto& spec = plan.spec;
   if (spec.rendezvous.run_id) {
     plan.run_id = *spec.rendezvous.run_id;
     plan.run_id_source = "spec";
@@ -199,8 +255,10 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
     plan.run_id = spec.name + "-" + hex_id(r, 12);
     plan.run_id_source = "generated";
   }
+}
 
-  // Rendezvous endpoint.
+void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
+  const auto& spec = plan.spec;
   if (spec.rendezvous.endpoint) {
     plan.rdzv_endpoint = *spec.rendezvous.endpoint;
     plan.rdzv_source = ov.rdzv ? "flags" : "spec";
@@ -208,7 +266,7 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
     const auto& src = plan.identity.field_sources["master_addr"];
     if (src != "default" && !plan.identity.master_addr.empty()) {
       plan.rdzv_endpoint = net::endpoint_text(plan.identity.master_addr,
-                                             plan.identity.master_port.value_or(kDefaultRdzvPort));
+                                              plan.identity.master_port.value_or(kDefaultRdzvPort));
       plan.rdzv_source = src;
     } else {
       problems.push_back({"/rendezvous/endpoint",
@@ -219,13 +277,93 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
   } else {
     plan.rdzv_source = "standalone";
   }
+}
 
+}  // namespace
+
+Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env) {
+  Problems problems;
+  Plan plan;
+  plan.spec = spec;
+  plan.identity = detail::discover_identity(spec, ov, env, problems);
+  plan.instances = plan.identity.instances;
+  place_workers(plan, ov, env, problems);
+  number_ranks(plan, problems);
+  if (plan_layout(plan, problems) && spec.has_batch) plan_batch(plan, problems);
+  choose_run_id(plan);
+  choose_endpoint(plan, ov, problems);
   if (!problems.empty()) {
     std::string source = spec.source.empty() ? std::string("job spec") : spec.source.string();
     throw SpecError(source, std::move(problems));
   }
   return plan;
 }
+
+namespace {
+
+constexpr GroupKind kKinds[] = {GroupKind::tensor, GroupKind::pipeline, GroupKind::data};
+
+json parallel_json(const Plan& plan) {
+  const Layout& l = plan.layout;
+  json groups;
+  for (GroupKind k : kKinds) groups[group_kind_name(k)] = l.groups(k);
+  return {{"pipeline", l.pipeline}, {"tensor", l.tensor},   {"data", l.data},
+          {"order", l.order_text()}, {"schedule", plan.schedule}, {"groups", std::move(groups)}};
+}
+
+// "[0 1] node 0" or "[0 4] nodes 0,1"
+std::string group_text(const Plan& plan, const std::vector<int>& g) {
+  std::vector<int> nodes;
+  for (int r : g) {
+    int n = plan.ranks.empty() ? 0 : plan.ranks[static_cast<std::size_t>(r)].node_rank;
+    if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  }
+  return fmt::format("[{}] node{} {}", fmt::join(g, " "), nodes.size() == 1 ? "" : "s", fmt::join(nodes, ","));
+}
+
+// The layout rows of `dtrain plan`: the degrees, then every group of each kind (a few when many).
+std::string parallel_text(const Plan& plan) {
+  const Layout& l = plan.layout;
+  std::string out = fmt::format("{:<12}pipeline {} x tensor {} x data {} = {} ranks in {} replica{} (order {}, "
+                                "schedule {})\n", "parallel", l.pipeline, l.tensor, l.data, l.world(), l.data,
+                                l.data == 1 ? "" : "s", l.order_text(), plan.schedule);
+  for (GroupKind k : kKinds) {
+    auto gs = l.groups(k);
+    std::string line;
+    const std::size_t shown = std::min<std::size_t>(gs.size(), 8);
+    for (std::size_t i = 0; i < shown; ++i) line += (i ? " | " : "") + group_text(plan, gs[i]);
+    if (gs.size() > shown) line += fmt::format(" | ... ({} in all)", gs.size());
+    out += fmt::format("{:<12}{} groups, {} x {} rank{}: {}\n", "", group_kind_name(k), gs.size(), l.size(k),
+                       l.size(k) == 1 ? "" : "s", line);
+  }
+  return out;
+}
+
+// The rank table; the dp/pp/tp coordinates too when the model is split.
+std::string rank_table(const Plan& plan) {
+  const bool coords = !plan.layout.data_only();
+  std::string out = coords ? "\n  rank  node  local    dp    pp    tp\n" : "\n  rank  node  local\n";
+  const std::size_t n = plan.ranks.size();
+  const std::size_t head = 16, tail = 8;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (n > head + tail + 1 && i == head) {
+      out += fmt::format("   ...  ({} more ranks; dtrain plan --json lists all)\n", n - head - tail);
+      i = n - tail - 1;
+      continue;
+    }
+    const auto& r = plan.ranks[i];
+    out += fmt::format("{:>6}{:>6}{:>7}", r.rank, r.node_rank, r.local_rank);
+    if (coords) {
+      Coords c = plan.layout.coords(r.rank);
+      out += fmt::format("{:>6}{:>6}{:>6}", c.dp, c.pp, c.tp);
+    }
+    out += r.node_rank == plan.identity.node_rank ? "  *\n" : "\n";
+  }
+  out += "\n(* = this node)\n";
+  return out;
+}
+
+}  // namespace
 
 std::string plan_to_json(const Plan& plan, int indent) {
   const auto& s = plan.spec;
@@ -281,9 +419,15 @@ std::string plan_to_json(const Plan& plan, int indent) {
   } else {
     j["batch"] = nullptr;
   }
+  j["parallel"] = parallel_json(plan);
   json ranks = json::array();
-  for (const auto& rk : plan.ranks) ranks.push_back({{"rank", rk.rank}, {"node_rank", rk.node_rank}, {"local_rank", rk.local_rank}});
+  for (const auto& rk : plan.ranks) {
+    Coords c = plan.layout.coords(rk.rank);
+    ranks.push_back({{"rank", rk.rank}, {"node_rank", rk.node_rank}, {"local_rank", rk.local_rank},
+                     {"dp_rank", c.dp}, {"pp_rank", c.pp}, {"tp_rank", c.tp}});
+  }
   j["ranks"] = std::move(ranks);
+  j["warnings"] = plan.warnings;
   return j.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
@@ -323,9 +467,10 @@ std::string plan_to_text(const Plan& plan) {
   row("", fmt::format("join timeout {} s, heartbeat every {} s, lost after {} s{}", s.rendezvous.join_timeout_s,
                       s.rendezvous.heartbeat_s, s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s),
                       s.rendezvous.token_file ? ", token from " + *s.rendezvous.token_file : std::string(", no token")));
+  if (!plan.layout.data_only()) out += parallel_text(plan);
   if (plan.batch) {
     const auto& b = *plan.batch;
-    row("batch", fmt::format("global {} = {} replicas x per-replica {}", b.global, plan.world_size, b.per_replica));
+    row("batch", fmt::format("global {} = {} replicas x per-replica {}", b.global, plan.layout.data, b.per_replica));
     row("", fmt::format("{} micro-batch{} of {}", b.micro_batches, b.micro_batches == 1 ? "" : "es", b.micro_batch_size));
     if (b.dataset_size)
       row("", fmt::format("{} samples: {} iterations per epoch x {} epoch{} = {} iterations", *b.dataset_size,
@@ -340,19 +485,7 @@ std::string plan_to_text(const Plan& plan) {
     for (const auto& [k, v] : s.env) e += fmt::format("{}{}={}", e.empty() ? "" : " ", k, v);
     row("env", e);
   }
-  out += "\n  rank  node  local\n";
-  const std::size_t n = plan.ranks.size();
-  const std::size_t head = 16, tail = 8;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (n > head + tail + 1 && i == head) {
-      out += fmt::format("   ...  ({} more ranks; dtrain plan --json lists all)\n", n - head - tail);
-      i = n - tail - 1;
-      continue;
-    }
-    const auto& r = plan.ranks[i];
-    out += fmt::format("{:>6}{:>6}{:>7}{}\n", r.rank, r.node_rank, r.local_rank, r.node_rank == id.node_rank ? "  *" : "");
-  }
-  out += "\n(* = this node)\n";
+  out += rank_table(plan);
   return out;
 }
 

@@ -80,4 +80,29 @@ TEST_SUITE("agent::env") {
     auto env2 = agent::worker_env(plan, {0, 0, 0}, ctx, {});
     CHECK(env2.at("OMP_NUM_THREADS") == "1");  // never below one
   }
+
+  TEST_CASE("each rank gets its coordinates, the group sizes, the order and the schedule") {
+    config::Plan plan;
+    plan.world_size = 8;
+    plan.instances = 2;
+    plan.procs_per_instance = 4;
+    plan.layout.pipeline = 2;
+    plan.layout.tensor = 2;
+    plan.layout.data = 2;
+    plan.schedule = "gpipe";
+    agent::EnvContext ctx;
+    for (int rank = 0; rank < 8; ++rank) {
+      CAPTURE(rank);
+      auto env = agent::worker_env(plan, {rank, rank / 4, rank % 4}, ctx, {});
+      CHECK(env.at("DTRAIN_TP_RANK") == std::to_string(rank % 2));
+      CHECK(env.at("DTRAIN_DP_RANK") == std::to_string(rank / 2 % 2));
+      CHECK(env.at("DTRAIN_PP_RANK") == std::to_string(rank / 4));
+      CHECK(env.at("DTRAIN_TP_SIZE") == "2");
+      CHECK(env.at("DTRAIN_DP_SIZE") == "2");
+      CHECK(env.at("DTRAIN_PP_SIZE") == "2");
+      CHECK(env.at("DTRAIN_PARALLEL_ORDER") == "tp-dp-pp");
+      CHECK(env.at("DTRAIN_PP_SCHEDULE") == "gpipe");
+      CHECK(env.at("DTRAIN_MICRO_BATCHES") == "1");  // no batch section: one micro-batch
+    }
+  }
 }

@@ -176,7 +176,7 @@ TEST_SUITE("cli::cmd_plan") {
     CHECK(j["batch"]["iterations_per_epoch"] == 20);
     CHECK(j["batch"]["total_iterations"] == 200);
     REQUIRE(j["ranks"].size() == 8);
-    CHECK(j["ranks"][6] == json{{"rank", 6}, {"node_rank", 1}, {"local_rank", 2}});
+    CHECK(j["ranks"][6] == json{{"rank", 6}, {"node_rank", 1}, {"local_rank", 2}, {"dp_rank", 6}, {"pp_rank", 0}, {"tp_rank", 0}});
     CHECK(j["command"][0] == "python3");
     CHECK(j["env"]["OMP_NUM_THREADS"] == "4");
     CHECK(j["restart"]["max_restarts"] == 3);

@@ -198,7 +198,7 @@ TEST_SUITE("config::plan") {
     CHECK(j["batch"]["iterations_per_epoch"] == 10);
     CHECK(j["batch"]["total_iterations"] == 10);
     CHECK(j["ranks"].size() == 8);
-    CHECK(j["ranks"][5] == json{{"rank", 5}, {"node_rank", 1}, {"local_rank", 1}});
+    CHECK(j["ranks"][5] == json{{"rank", 5}, {"node_rank", 1}, {"local_rank", 1}, {"dp_rank", 5}, {"pp_rank", 0}, {"tp_rank", 0}});
     CHECK(j["command"] == json{"a", "b"});
     CHECK(j["rendezvous"]["endpoint"] == "10.0.0.1:29400");
     CHECK(j["rendezvous"]["heartbeat_timeout_s"] == 15.0);
@@ -220,5 +220,79 @@ TEST_SUITE("config::plan") {
     CHECK(bt.find("(488 more ranks") != std::string::npos);
     CHECK(bt.find("   511    63      7") != std::string::npos);
     CHECK(std::count(bt.begin(), bt.end(), '\n') < 60);
+  }
+
+  TEST_CASE("model parallelism: replicas = data degree, global = data x per_replica") {
+    // The done-when of the issue: 2 nodes x 4 workers, pipeline 2 x tensor 2 -> 2 replicas.
+    Plan p = plan_of(R"({"command": ["a"], "cluster": {"instances": 2, "procs_per_instance": 4},
+                         "parallel": {"pipeline": 2, "tensor": 2}, "rendezvous": {"endpoint": "h:1"},
+                         "batch": {"per_replica": 16, "micro_batches": 4, "dataset_size": 1000}})");
+    CHECK(p.world_size == 8);
+    CHECK(p.layout.data == 2);
+    REQUIRE(p.batch);
+    CHECK(p.batch->global == 32);
+    CHECK(p.batch->micro_batch_size == 4);
+    CHECK(p.batch->iterations_per_epoch == 32);
+    CHECK(p.warnings.empty());
+    std::string t = plan_to_text(p);
+    CHECK(t.find("pipeline 2 x tensor 2 x data 2 = 8 ranks in 2 replicas (order tp-dp-pp, schedule 1f1b)") != std::string::npos);
+    CHECK(t.find("tensor groups, 4 x 2 ranks: [0 1] node 0 | [2 3] node 0 | [4 5] node 1 | [6 7] node 1") != std::string::npos);
+    CHECK(t.find("pipeline groups, 4 x 2 ranks: [0 4] nodes 0,1 | [1 5] nodes 0,1") != std::string::npos);
+    CHECK(t.find("data groups, 4 x 2 ranks: [0 2] node 0 | [1 3] node 0") != std::string::npos);
+    CHECK(t.find("global 32 = 2 replicas x per-replica 16") != std::string::npos);
+    CHECK(t.find("  rank  node  local    dp    pp    tp") != std::string::npos);
+    CHECK(t.find("     5     1      1     0     1     1") != std::string::npos);
+    json j = json::parse(plan_to_json(p));
+    CHECK(j["parallel"]["data"] == 2);
+    CHECK(j["parallel"]["groups"]["pipeline"] == json::parse("[[0,4],[1,5],[2,6],[3,7]]"));
+    CHECK(j["ranks"][5]["pp_rank"] == 1);
+    CHECK(j["ranks"][5]["tp_rank"] == 1);
+    CHECK(j["ranks"][5]["dp_rank"] == 0);
+    CHECK(j["batch"]["global"] == 32);
+
+    Plan g = plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 4}, "parallel": {"pipeline": 2},
+                         "batch": {"global": 64}})");
+    CHECK(g.batch->per_replica == 32);  // 64 over 2 replicas, not over 4 ranks
+  }
+
+  TEST_CASE("data-parallel plans are unchanged: no parallel rows, data = world size") {
+    Plan p = plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 3}, "batch": {"per_replica": 5}})");
+    CHECK(p.layout.data == 3);
+    CHECK(p.batch->global == 15);
+    std::string t = plan_to_text(p);
+    CHECK(t.find("parallel") == std::string::npos);
+    CHECK(t.find("  rank  node  local\n") != std::string::npos);
+  }
+
+  TEST_CASE("a layout that does not fit the world is refused with the numbers") {
+    std::string e = failure(R"({"command": ["a"], "cluster": {"procs_per_instance": 6}, "parallel": {"pipeline": 4}})");
+    CHECK(e.find("/parallel: world size 6 (1 instance x 6 workers per instance) does not divide by pipeline 4 x "
+                 "tensor 1 = 4") != std::string::npos);
+    e = failure(R"({"command": ["a"], "cluster": {"procs_per_instance": 8}, "parallel": {"tensor": 2, "data": 3}})");
+    CHECK(e.find("/parallel/data: 3 replicas x pipeline 1 x tensor 2 = 6 ranks, but the world size is 8") != std::string::npos);
+    CHECK(e.find("leave data out to derive it (4)") != std::string::npos);
+    e = failure(R"({"command": ["a"], "cluster": {"procs_per_instance": 8}, "parallel": {"tensor": 2},
+                    "batch": {"global": 6}})");
+    CHECK(e.find("/batch/global: 6 does not divide by 4 replicas (data degree: world size 8 / (pipeline 1 x tensor 2)); "
+                 "nearest that do: 4 or 8") != std::string::npos);
+    e = failure(R"({"command": ["a"], "cluster": {"procs_per_instance": 4}, "parallel": {"pipeline": 2},
+                    "batch": {"global": 64, "per_replica": 16}})");
+    CHECK(e.find("/batch/global: 64 is not 2 replicas (data degree: world size 4 / (pipeline 2 x tensor 1)) x "
+                 "per_replica 16 = 32") != std::string::npos);
+    // Pure data parallelism keeps the world-size wording.
+    e = failure(R"({"command": ["a"], "cluster": {"procs_per_instance": 4}, "batch": {"global": 6}})");
+    CHECK(e.find("6 does not divide by world size 4 (1 instance x 4 workers per instance)") != std::string::npos);
+  }
+
+  TEST_CASE("a tensor group across nodes is planned but warned about") {
+    Plan p = plan_of(R"({"command": ["a"], "cluster": {"instances": 2, "procs_per_instance": 2},
+                         "parallel": {"tensor": 4}, "rendezvous": {"endpoint": "h:1"}})");
+    REQUIRE(p.warnings.size() == 1);
+    CHECK(p.warnings[0].find("tensor group [0 1 2 3] spans nodes 0 and 1") != std::string::npos);
+    Plan q = plan_of(R"({"command": ["a"], "cluster": {"instances": 2, "procs_per_instance": 2},
+                         "parallel": {"tensor": 2, "order": "dp-tp-pp"}, "rendezvous": {"endpoint": "h:1"}})");
+    REQUIRE(q.warnings.size() == 1);  // dp fastest puts the shards of a stage on different nodes
+    CHECK(q.warnings[0].find("tensor group [0 2] spans nodes 0 and 1") != std::string::npos);
+    CHECK(json::parse(plan_to_json(q))["warnings"].size() == 1);
   }
 }

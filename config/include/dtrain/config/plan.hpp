@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/config/layout.hpp"
 #include "dtrain/config/spec.hpp"
 
 namespace dtrain::config {
@@ -62,7 +63,9 @@ struct Plan {
   int procs_per_instance = 1;
   bool use_gpus = false;                   // one worker per GPU
   std::string slots_source;                // "spec", "flags", "gpus", "cpu cores", "sagemaker"
-  std::optional<BatchPlan> batch;          // when the spec has a batch section
+  Layout layout;                           // pipeline x tensor x data = world size
+  std::string schedule;                    // pipeline schedule: "gpipe" | "1f1b"
+  std::optional<BatchPlan> batch;          // when the spec has a batch section; replicas = layout.data
   std::vector<RankInfo> ranks;             // every rank of the job, ordered by global rank
   std::string run_id;
   std::string run_id_source;               // "spec", "slurm", "generated", "derived"
@@ -70,6 +73,7 @@ struct Plan {
   // address for multi-node jobs; "" means a standalone store on this (single) node.
   std::string rdzv_endpoint;
   std::string rdzv_source;                 // "flags", "spec", "slurm", "sagemaker", "torch-env", "standalone"
+  std::vector<std::string> warnings;       // sound but probably unintended (shown by plan and launch)
 };
 
 // Default port of a rendezvous endpoint derived from the master address (torchrun's).

@@ -25,6 +25,15 @@ struct BatchSpec {
   std::int64_t epochs = 1;
 };
 
+// Model parallelism (dtrain-job(5), parallel): pipeline stages x tensor shards x data replicas.
+struct ParallelSpec {
+  int pipeline = 1;
+  int tensor = 1;
+  std::optional<int> data;            // unset: world size / (pipeline x tensor)
+  std::string order = "tp-dp-pp";     // rank layout, fastest-varying first (Megatron-LM's)
+  std::string schedule = "1f1b";      // "gpipe" | "1f1b"
+};
+
 struct RendezvousSpec {
   std::optional<std::string> endpoint;  // HOST:PORT; unset: standalone store on this node
   double join_timeout_s = 600;
@@ -54,6 +63,7 @@ struct JobSpec {
   ClusterSpec cluster;
   BatchSpec batch;
   bool has_batch = false;
+  ParallelSpec parallel;
   RendezvousSpec rendezvous;
   RestartSpec restart;
   std::map<std::string, std::string> env;
