@@ -25,19 +25,29 @@ auto guarded(std::string_view op, F&& fn) {
   }
 }
 
+// The checked key; a bad key is a ConfigError, as TcpStore reports it before sending.
+std::string key_for(std::string_view op, std::string_view key) {
+  try {
+    return checked_key(key);
+  } catch (const Refused& e) {
+    throw ConfigError(fmt::format("memory store {}: {}", op, e.what()));
+  }
+}
+
 class MemoryStore final : public Store {
  public:
   void set(std::string_view key, ByteView value) override {
     {
       std::lock_guard lock(mu_);
-      guarded("set", [&] { table_.set(checked_key(key), Bytes(value.begin(), value.end())); });
+      auto k = key_for("set", key);
+      guarded("set", [&] { table_.set(k, Bytes(value.begin(), value.end())); });
     }
     cv_.notify_all();
   }
 
   Bytes get(std::string_view key, milliseconds timeout) override {
     std::unique_lock lock(mu_);
-    auto k = guarded("get", [&] { return checked_key(key); });
+    auto k = key_for("get", key);
     if (!cv_.wait_for(lock, timeout, [&] { return table_.contains(k); }))
       throw TimeoutError(fmt::format("memory store get: {}", get_timeout_text(k, std::max<std::int64_t>(timeout.count(), 0))));
     return *table_.find(k);
@@ -47,7 +57,8 @@ class MemoryStore final : public Store {
     std::int64_t v;
     {
       std::lock_guard lock(mu_);
-      v = guarded("add", [&] { return table_.add(checked_key(key), delta); });
+      auto k = key_for("add", key);
+      v = guarded("add", [&] { return table_.add(k, delta); });
     }
     cv_.notify_all();
     return v;
@@ -58,7 +69,8 @@ class MemoryStore final : public Store {
     {
       std::lock_guard lock(mu_);
       bool swapped = false;
-      after = guarded("compare_set", [&] { return table_.compare_set(checked_key(key), expected, desired, swapped); });
+      auto k = key_for("compare_set", key);
+      after = guarded("compare_set", [&] { return table_.compare_set(k, expected, desired, swapped); });
     }
     cv_.notify_all();
     return after;
@@ -68,19 +80,19 @@ class MemoryStore final : public Store {
     std::lock_guard lock(mu_);
     bool all = true;
     for (const auto& k : keys)  // every key is checked, as the server does
-      if (!table_.contains(guarded("check", [&] { return checked_key(k); }))) all = false;
+      if (!table_.contains(key_for("check", k))) all = false;
     return all;
   }
 
   bool erase(std::string_view key) override {
     std::lock_guard lock(mu_);
-    return guarded("erase", [&] { return table_.erase(checked_key(key)); });
+    return table_.erase(key_for("erase", key));
   }
 
   void barrier(std::string_view name, int count, milliseconds timeout) override {
     std::unique_lock lock(mu_);
     bool released = false;
-    auto n = guarded("barrier", [&] { return checked_key(name); });
+    auto n = key_for("barrier", name);
     if (auto all = guarded("barrier", [&] { return barriers_.arrive(n, count, &released); })) {
       for (bool* w : *all) *w = true;
       lock.unlock();
