@@ -1,101 +1,116 @@
-// In-process Store for ranks-as-threads tests: one map under a mutex, blocking gets on a condvar.
+// In-process Store for ranks-as-threads tests: the server's key-value table and barrier semantics
+// (server/kv_table.hpp, server/store_barrier.hpp) under one mutex, blocking calls on a condvar. A
+// refused call throws what a TcpStore throws for the server's refusal.
+#include <algorithm>
 #include <condition_variable>
-#include <map>
 #include <mutex>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/rendezvous/client.hpp"
 #include "dtrain/rendezvous/store.hpp"
+#include "server/kv_table.hpp"
+#include "server/store_barrier.hpp"
 
 namespace dtrain::rdzv {
 namespace {
+
+// Runs fn; a refusal becomes the exception a TcpStore throws for the same error reply.
+template <class F>
+auto guarded(std::string_view op, F&& fn) {
+  try {
+    return fn();
+  } catch (const Refused& e) {
+    throw_error_reply(wire::Frame(wire::Op::error).i64(std::int64_t(e.code)).str(e.what()),
+                      fmt::format("memory store {}", op));
+  }
+}
+
+// The checked key; a bad key is a ConfigError, as TcpStore reports it before sending.
+std::string key_for(std::string_view op, std::string_view key) {
+  try {
+    return checked_key(key);
+  } catch (const Refused& e) {
+    throw ConfigError(fmt::format("memory store {}: {}", op, e.what()));
+  }
+}
 
 class MemoryStore final : public Store {
  public:
   void set(std::string_view key, ByteView value) override {
     {
       std::lock_guard lock(mu_);
-      data_[std::string(key)] = Bytes(value.begin(), value.end());
+      auto k = key_for("set", key);
+      guarded("set", [&] { table_.set(k, Bytes(value.begin(), value.end())); });
     }
     cv_.notify_all();
   }
 
   Bytes get(std::string_view key, milliseconds timeout) override {
     std::unique_lock lock(mu_);
-    auto k = std::string(key);
-    if (!cv_.wait_for(lock, timeout, [&] { return data_.count(k) != 0; }))
-      throw TimeoutError(fmt::format("store get '{}': no value after {} ms", key, timeout.count()));
-    return data_[k];
+    auto k = key_for("get", key);
+    if (!cv_.wait_for(lock, timeout, [&] { return table_.contains(k); }))
+      throw TimeoutError(fmt::format("memory store get: {}", get_timeout_text(k, std::max<std::int64_t>(timeout.count(), 0))));
+    return *table_.find(k);
   }
 
   std::int64_t add(std::string_view key, std::int64_t delta) override {
     std::int64_t v;
     {
       std::lock_guard lock(mu_);
-      auto& cell = data_[std::string(key)];
-      v = cell.empty() ? 0 : std::stoll(to_string(cell));
-      v += delta;
-      auto text = std::to_string(v);
-      cell.assign(text.begin(), text.end());
+      auto k = key_for("add", key);
+      v = guarded("add", [&] { return table_.add(k, delta); });
     }
     cv_.notify_all();
     return v;
   }
 
   Bytes compare_set(std::string_view key, ByteView expected, ByteView desired) override {
-    Bytes result;
+    Bytes after;
     {
       std::lock_guard lock(mu_);
-      auto k = std::string(key);
-      auto it = data_.find(k);
-      bool match = it == data_.end() ? expected.empty()
-                                     : std::equal(it->second.begin(), it->second.end(), expected.begin(),
-                                                  expected.end());
-      if (match) data_[k] = Bytes(desired.begin(), desired.end());
-      result = data_.count(k) ? data_[k] : Bytes{};
+      bool swapped = false;
+      auto k = key_for("compare_set", key);
+      after = guarded("compare_set", [&] { return table_.compare_set(k, expected, desired, swapped); });
     }
     cv_.notify_all();
-    return result;
+    return after;
   }
 
   bool check(std::span<const std::string> keys) override {
     std::lock_guard lock(mu_);
-    for (const auto& k : keys)
-      if (!data_.count(k)) return false;
-    return true;
+    bool all = true;
+    for (const auto& k : keys)  // every key is checked, as the server does
+      if (!table_.contains(key_for("check", k))) all = false;
+    return all;
   }
 
   bool erase(std::string_view key) override {
     std::lock_guard lock(mu_);
-    return data_.erase(std::string(key)) != 0;
+    return table_.erase(key_for("erase", key));
   }
 
   void barrier(std::string_view name, int count, milliseconds timeout) override {
     std::unique_lock lock(mu_);
-    auto& b = barriers_[std::string(name)];
-    std::uint64_t round = b.round;
-    if (++b.arrived == count) {
-      b.arrived = 0;
-      ++b.round;
+    bool released = false;
+    auto n = key_for("barrier", name);
+    if (auto all = guarded("barrier", [&] { return barriers_.arrive(n, count, &released); })) {
+      for (bool* w : *all) *w = true;
+      lock.unlock();
       cv_.notify_all();
       return;
     }
-    if (!cv_.wait_for(lock, timeout, [&] { return b.round != round; })) {
-      int arrived = b.arrived;
-      --b.arrived;
-      throw TimeoutError(
-          fmt::format("barrier '{}': {} of {} arrived after {} ms", name, arrived, count, timeout.count()));
+    if (!cv_.wait_for(lock, timeout, [&] { return released; })) {
+      auto text = barriers_.timeout_text(n, std::max<std::int64_t>(timeout.count(), 0));
+      barriers_.leave(n, &released);
+      throw TimeoutError(fmt::format("memory store barrier: {}", text));
     }
   }
 
  private:
-  struct Barrier {
-    int arrived = 0;
-    std::uint64_t round = 0;
-  };
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, Bytes> data_;
-  std::map<std::string, Barrier> barriers_;
+  KvTable table_{KvLimits{}, "the in-memory store"};
+  StoreBarriers<bool*> barriers_;
 };
 
 }  // namespace

@@ -45,11 +45,12 @@ enum class Op : std::uint8_t {
   erase = 15,        // [key]                              -> value [0|1]
   barrier = 16,      // [name, count, timeout_ms]          -> ok | error timeout
   // node coordination (node_session.hpp)
-  join = 30,         // [packed JoinRequest fields]        -> value [packed JoinReply] (progress frames first)
-  heartbeat = 31,    // [node_rank, state, running, exited, restarts] -> ok | error lost
+  join = 30,         // [host, node_rank, slots, instances, spec_hash, master_port, advertise_addr,
+                     //  heartbeat_timeout_ms, timeout_ms]   -> value [packed JoinReply] (progress frames first)
+  heartbeat = 31,    // [state, running, exited, restarts] -> ok | error lost | error not_joined
   report = 32,       // [node, rank, exit_code, signal, message]      -> ok
   watch = 33,        // [after_seq, timeout_ms]            -> value [packed Event] | error timeout
-  leave = 34,        // [node_rank]                        -> ok   (clean exit: not "lost" on close)
+  leave = 34,        // [timeout_ms]                       -> ok   (exit barrier; clean exit: not "lost" on close)
   status = 35,       // [run_id]                           -> value [packed RunStatus]
   list_runs = 36,    // []                                 -> value [run_id...]
   table = 37,        // []                                 -> value [packed node entries...]

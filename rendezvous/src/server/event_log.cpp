@@ -1,0 +1,43 @@
+#include "event_log.hpp"
+
+namespace dtrain::rdzv {
+
+std::string_view kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::failure: return "failure";
+    case EventKind::lost: return "lost";
+  }
+  return "?";
+}
+
+namespace {
+
+bool is_fatal(EventKind kind) { return kind == EventKind::failure || kind == EventKind::lost; }
+
+}  // namespace
+
+const Event& EventLog::append(EventKind kind, Event e) {
+  e.kind = std::string(kind_name(kind));
+  e.seq = std::int64_t(events_.size()) + 1;
+  e.generation = generation_;
+  e.root_cause = false;
+  if (is_fatal(kind)) {
+    if (!fatal_) e.root_cause = true;
+    fatal_ = true;
+  }
+  events_.push_back(std::move(e));
+  return events_.back();
+}
+
+const Event* EventLog::first_after(std::int64_t after) const {
+  std::size_t i = after < 0 ? 0 : std::size_t(after);  // seq k is at index k - 1
+  return i < events_.size() ? &events_[i] : nullptr;
+}
+
+const Event* EventLog::root_cause() const {
+  for (const auto& e : events_)
+    if (e.root_cause) return &e;
+  return nullptr;
+}
+
+}  // namespace dtrain::rdzv

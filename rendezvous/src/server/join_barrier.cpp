@@ -1,0 +1,163 @@
+#include "join_barrier.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "refused.hpp"
+
+namespace dtrain::rdzv {
+
+using wire::ErrorCode;
+using wire::Frame;
+using wire::Op;
+
+std::string list_text(const std::vector<std::string>& items, std::size_t cap) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < cap; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > cap) out += fmt::format(", ... ({} more)", items.size() - cap);
+  return out;
+}
+
+JoinRequest JoinRequest::parse(const Frame& f) {
+  JoinRequest r;
+  r.host = std::string(f.str_at(0).substr(0, 256));
+  r.requested = f.i64_at(1);
+  r.slots = f.i64_at(2);
+  r.instances = f.i64_at(3);
+  r.spec_hash = std::string(f.str_at(4).substr(0, 256));
+  r.master_port = f.i64_at(5);
+  r.addr = std::string(f.str_at(6).substr(0, 256));
+  r.heartbeat_timeout_ms = f.i64_at(7);
+  r.timeout_ms = f.i64_at(8);
+  return r;
+}
+
+Node& JoinBarrier::add(const JoinRequest& r, const std::string& seen_addr) {
+  if (r.instances < 1 || r.instances > 65536)
+    throw Refused(ErrorCode::bad_request, fmt::format("instances {} out of range 1-65536", r.instances));
+  if (r.slots < 0 || r.slots > 100000)
+    throw Refused(ErrorCode::bad_request, fmt::format("slot count {} out of range", r.slots));
+  if (r.requested >= r.instances)
+    throw Refused(ErrorCode::too_many_nodes,
+                  fmt::format("host {} asks for node rank {} but the job has {} nodes (ranks 0-{})", r.host,
+                              r.requested, r.instances, r.instances - 1));
+  if (closed_) {
+    std::vector<std::string> hosts;
+    for (auto& n : nodes_) hosts.push_back(n->host);
+    throw Refused(ErrorCode::too_many_nodes,
+                  fmt::format("too many nodes: the job expects {} nodes and all have joined ({}); host {} "
+                              "is one too many",
+                              instances_, list_text(hosts), r.host));
+  }
+  if (nodes_.empty()) {
+    instances_ = int(r.instances);
+    spec_hash_ = r.spec_hash;
+    hb_timeout_ = std::chrono::milliseconds(r.heartbeat_timeout_ms);
+    by_rank_.assign(std::size_t(r.instances), nullptr);
+  } else {
+    check_against_first(r);
+  }
+  check_rank_free(r);
+  auto n = std::make_unique<Node>();
+  n->requested = int(r.requested);
+  n->host = r.host;
+  n->addr = r.addr.empty() ? seen_addr : r.addr;
+  n->slots = int(r.slots);
+  n->master_port = int(r.master_port);
+  if (r.requested >= 0) by_rank_[std::size_t(r.requested)] = n.get();
+  nodes_.push_back(std::move(n));
+  return *nodes_.back();
+}
+
+void JoinBarrier::check_against_first(const JoinRequest& r) const {
+  const Node& first = *nodes_.front();
+  if (r.instances != instances_)
+    throw Refused(ErrorCode::spec_mismatch,
+                  fmt::format("spec mismatch: host {} expects {} nodes but host {} joined expecting {}; "
+                              "every node must run the same job spec",
+                              r.host, r.instances, first.host, instances_));
+  if (r.spec_hash != spec_hash_)
+    throw Refused(ErrorCode::spec_mismatch,
+                  fmt::format("spec mismatch: host {} has job spec hash {} but host {} joined with {}; "
+                              "every node must run the same command and cluster spec",
+                              r.host, r.spec_hash, first.host, spec_hash_));
+}
+
+void JoinBarrier::check_rank_free(const JoinRequest& r) const {
+  if (r.requested >= 0 && by_rank_[std::size_t(r.requested)] != nullptr)
+    throw Refused(ErrorCode::duplicate_rank,
+                  fmt::format("duplicate node rank {}: host {} already joined as node {}, and host {} asks "
+                              "for it too; give each node its own node rank",
+                              r.requested, by_rank_[std::size_t(r.requested)]->host, r.requested, r.host));
+  if (int(nodes_.size()) >= instances_)
+    throw Refused(ErrorCode::too_many_nodes,
+                  fmt::format("too many nodes: the job expects {} and {} have joined; host {} is one too many",
+                              instances_, nodes_.size(), r.host));
+}
+
+void JoinBarrier::remove(const Node& n) {
+  if (n.requested >= 0 && n.requested < int(by_rank_.size()) && by_rank_[std::size_t(n.requested)] == &n)
+    by_rank_[std::size_t(n.requested)] = nullptr;
+  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(), [&n](auto& p) { return p.get() == &n; }), nodes_.end());
+  if (nodes_.empty() && !closed_) {
+    instances_ = 0;
+    spec_hash_.clear();
+    by_rank_.clear();
+  }
+}
+
+void JoinBarrier::close(Clock::time_point now) {
+  std::size_t cursor = 0;  // explicit ranks are in by_rank_; the others fill the free ranks in join order
+  for (auto& n : nodes_) {
+    if (n->requested >= 0) continue;
+    while (by_rank_[cursor] != nullptr) ++cursor;
+    by_rank_[cursor] = n.get();
+  }
+  int offset = 0;
+  Frame table(Op::value);
+  for (int r = 0; r < instances_; ++r) {
+    Node* n = by_rank_[std::size_t(r)];
+    n->rank = r;
+    n->offset = offset;
+    offset += n->slots;
+    n->state = "joined";
+    n->last_seen = now;
+    table.args.push_back(pack_node_entry(NodeEntry{r, n->host, n->addr, n->slots, n->offset}));
+  }
+  world_size_ = offset;
+  master_addr_ = by_rank_[0]->addr;
+  master_port_ = by_rank_[0]->master_port;
+  closed_ = true;
+  try {
+    table_frame_ = std::make_shared<const Bytes>(wire::encode(table));
+  } catch (const wire::ProtocolError& e) {  // the rank table alone is over the frame limit
+    table_frame_ = std::make_shared<const Bytes>(wire::encode(Frame(Op::error).i64(std::int64_t(ErrorCode::limit)).str(
+        fmt::format("rank table of {} nodes: {}", instances_, e.what()))));
+  }
+}
+
+JoinReply JoinBarrier::reply_for(const Node& n) const {
+  return JoinReply{n.rank, instances_, world_size_, n.offset, n.slots, master_addr_, master_port_};
+}
+
+std::string JoinBarrier::missing_short(std::size_t cap) const {
+  std::vector<std::string> missing;
+  int autos = 0;
+  for (const auto& n : nodes_)
+    if (n->requested < 0) ++autos;
+  for (int r = 0; r < int(by_rank_.size()); ++r)
+    if (by_rank_[std::size_t(r)] == nullptr) missing.push_back(fmt::format("node {}", r));
+  if (autos == 0) return list_text(missing, cap);
+  return fmt::format("{} more node(s) (ranks not taken: {})", instances_ - int(nodes_.size()), list_text(missing, cap));
+}
+
+std::string JoinBarrier::missing_text() const {
+  std::vector<std::string> joined;
+  for (const auto& n : nodes_)
+    joined.push_back(n->requested >= 0 ? fmt::format("node {} on {}", n->requested, n->host) : n->host);
+  return fmt::format("missing: {} (joined: {})", missing_short(32),
+                     joined.empty() ? std::string("none") : list_text(joined, 32));
+}
+
+}  // namespace dtrain::rdzv

@@ -1,0 +1,16 @@
+#pragma once
+// The listening socket: resolves the address to bind exactly as given, binds, listens, and hands
+// each pending connection to accept_conn (connection.hpp).
+#include <uv.h>
+
+#include "dtrain/common/uv_handle.hpp"
+
+namespace dtrain::rdzv::srv {
+
+struct Hub;
+
+// Binds hub.opts.host:port on hub.loop and listens; returns the bound port (the free one picked for
+// port 0). Throws IoError naming the address and what to do (in use, no such interface).
+int listen_on(Hub& hub, UvHandle<uv_tcp_t>& listener);
+
+}  // namespace dtrain::rdzv::srv

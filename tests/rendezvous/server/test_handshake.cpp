@@ -1,0 +1,128 @@
+// The server's handshake state machine without sockets, driven by a client that computes its proof
+// as TcpStore does.
+#include <doctest/doctest.h>
+
+#include "dtrain/rendezvous/auth.hpp"
+#include "server/handshake.hpp"
+
+using namespace dtrain::rdzv;
+using wire::Frame;
+using wire::Op;
+using Kind = Handshake::Step::Kind;
+
+namespace {
+
+struct Client {
+  std::string token, run = "run1";
+  std::int64_t generation = 0;
+  Bytes nonce = auth::random_nonce();
+  Frame hello() const {
+    return Frame(Op::hello).str("dtrain-rdzv").str("agent node 1").str(run).i64(generation).bytes(nonce).i64(
+        token.empty() ? 0 : 1);
+  }
+  Frame auth_for(const Frame& challenge) const {
+    Bytes snonce(challenge.bytes_at(0).begin(), challenge.bytes_at(0).end());
+    return Frame(Op::auth).bytes(token.empty() ? Bytes{} : auth::proof(token, "client", snonce, nonce, run, generation));
+  }
+};
+
+ServerOptions with_token(std::string token, std::string run_id = {}) {
+  ServerOptions o;
+  o.token = std::move(token);
+  o.run_id = std::move(run_id);
+  return o;
+}
+
+}  // namespace
+
+TEST_SUITE("rendezvous::server::handshake") {
+  TEST_CASE("hello, challenge, auth: ready, scoped by the hello's run id and generation") {
+    Client c{"s3cret"};
+    c.generation = 4;
+    auto opts = with_token("s3cret");
+    Handshake h;
+    CHECK(h.stage() == Handshake::Stage::hello);
+    auto ch = h.step(c.hello(), opts);
+    REQUIRE(ch.kind == Kind::reply);
+    CHECK(ch.reply.op == Op::challenge);
+    CHECK(ch.reply.i64_at(2) == 1);  // token required
+    // the server's proof is the one a client checks
+    Bytes snonce(ch.reply.bytes_at(0).begin(), ch.reply.bytes_at(0).end());
+    CHECK(auth::constant_time_equal(ch.reply.bytes_at(1), auth::proof("s3cret", "server", c.nonce, snonce, "run1", 4)));
+    CHECK(h.stage() == Handshake::Stage::auth);
+    auto done = h.step(c.auth_for(ch.reply), opts);
+    CHECK(done.kind == Kind::ready);
+    CHECK(h.ready());
+    CHECK(h.name() == "agent node 1");
+    CHECK(h.run_id() == "run1");
+    CHECK(h.generation() == 4);
+  }
+
+  TEST_CASE("a tokenless server asks for no proof") {
+    Client c;
+    Handshake h;
+    auto ch = h.step(c.hello(), ServerOptions{});
+    REQUIRE(ch.kind == Kind::reply);
+    CHECK(ch.reply.i64_at(2) == 0);
+    CHECK(ch.reply.bytes_at(1).empty());
+    CHECK(h.step(c.auth_for(ch.reply), ServerOptions{}).kind == Kind::ready);
+  }
+
+  TEST_CASE("refusals carry the reason") {
+    Handshake h;
+    SUBCASE("wrong token") {
+      Client c{"other"};
+      auto opts = with_token("s3cret");
+      auto ch = h.step(c.hello(), opts);
+      auto r = h.step(c.auth_for(ch.reply), opts);
+      CHECK(r.kind == Kind::refuse);
+      CHECK(r.reason.find("token mismatch") != std::string::npos);
+      CHECK_FALSE(h.ready());
+    }
+    SUBCASE("no token against a tokened server") {
+      auto r = h.step(Client{}.hello(), with_token("s3cret"));
+      CHECK(r.kind == Kind::refuse);
+      CHECK(r.reason.find("requires the shared token") != std::string::npos);
+    }
+    SUBCASE("another run id") {
+      auto r = h.step(Client{}.hello(), with_token("", "jobA"));
+      CHECK(r.kind == Kind::refuse);
+      CHECK(r.reason == "wrong run id 'run1': this rendezvous serves run 'jobA'");
+    }
+    SUBCASE("an empty run id observes a server bound to a run") {
+      Client c;
+      c.run = "";
+      CHECK(h.step(c.hello(), with_token("", "jobA")).kind == Kind::reply);
+    }
+    SUBCASE("a negative generation") {
+      Client c;
+      c.generation = -1;
+      auto r = h.step(c.hello(), ServerOptions{});
+      CHECK(r.kind == Kind::refuse);
+      CHECK(r.reason == "generation -1 is negative");
+    }
+  }
+
+  TEST_CASE("malformed or out-of-order frames are protocol errors") {
+    Handshake h;
+    ServerOptions o;
+    SUBCASE("a request before hello") {
+      CHECK_THROWS_WITH_AS(h.step(Frame(Op::set).str("k").str("v"), o), "sent set before hello", wire::ProtocolError);
+    }
+    SUBCASE("another protocol") {
+      CHECK_THROWS_AS(h.step(Frame(Op::hello).str("http").str("").str("").i64(0).bytes(auth::random_nonce()).i64(0), o),
+                      wire::ProtocolError);
+    }
+    SUBCASE("a short nonce") {
+      CHECK_THROWS_WITH_AS(h.step(Frame(Op::hello).str("dtrain-rdzv").str("").str("r").i64(0).bytes(Bytes(3)).i64(0), o),
+                           "hello nonce has the wrong size", wire::ProtocolError);
+    }
+    SUBCASE("missing arguments") {
+      CHECK_THROWS_AS(h.step(Frame(Op::hello).str("dtrain-rdzv"), o), wire::ProtocolError);
+    }
+    SUBCASE("hello twice") {
+      h.step(Client{}.hello(), o);
+      CHECK_THROWS_AS(h.step(Client{}.hello(), o), wire::ProtocolError);
+    }
+  }
+}
