@@ -6,13 +6,12 @@
 // handlers (store_ops, join_ops, node_ops).
 #include "dtrain/rendezvous/server.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <uv.h>
 
 #include <future>
 #include <thread>
 
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/uv_handle.hpp"
@@ -150,28 +149,6 @@ struct Server::Impl {
   }
 };
 
-bool is_loopback_host(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
-  bool all = res != nullptr;
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_family == AF_INET) {
-      auto a = ntohl(reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr.s_addr);
-      if ((a >> 24) != 127) all = false;
-    } else if (ai->ai_family == AF_INET6) {
-      auto* a6 = &reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr;
-      if (!IN6_IS_ADDR_LOOPBACK(a6)) all = false;
-    } else {
-      all = false;
-    }
-  }
-  ::freeaddrinfo(res);
-  return all;
-}
-
 Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
 
 Server::~Server() { stop(); }
@@ -180,7 +157,7 @@ void Server::start() {
   auto& o = impl_->opts;
   DTRAIN_CHECK(!impl_->started, "Server::start called twice");
   if (o.port < 0 || o.port > 65535) throw ConfigError(fmt::format("rendezvous port {} out of range 0-65535", o.port));
-  if (o.token.empty() && !o.insecure && !is_loopback_host(o.host))
+  if (o.token.empty() && !o.insecure && !net::is_loopback_host(o.host))
     throw ConfigError(fmt::format(
         "refusing to serve the rendezvous on {} without a token: give a token file (--token-file or "
         "rendezvous.token_file), or --insecure on a trusted network; without a token only loopback addresses are allowed",
@@ -200,9 +177,7 @@ void Server::start() {
 int Server::port() const { return impl_->bound_port; }
 
 std::string Server::endpoint() const {
-  const auto& h = impl_->opts.host;
-  return h.find(':') != std::string::npos ? fmt::format("[{}]:{}", h, impl_->bound_port)
-                                          : fmt::format("{}:{}", h, impl_->bound_port);
+  return net::endpoint_text(impl_->opts.host, impl_->bound_port);
 }
 
 void Server::stop() {

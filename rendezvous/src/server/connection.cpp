@@ -1,8 +1,9 @@
 #include "connection.hpp"
 
-#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include "dispatch.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/log.hpp"
 #include "hub.hpp"
 #include "scope.hpp"
@@ -18,24 +19,6 @@ namespace {
 constexpr std::size_t kMaxWriteQueue = 64u << 20;  // a peer that does not read its replies
 
 std::string uv_text(int rc) { return uv_strerror(rc); }
-
-std::string peer_text(const sockaddr_storage& ss) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  int port = 0;
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
-    port = ntohs(a->sin_port);
-    return fmt::format("{}:{}", buf, port);
-  }
-  if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
-    port = ntohs(a->sin6_port);
-    return fmt::format("[{}]:{}", buf, port);
-  }
-  return "?";
-}
 
 struct WriteReq {
   uv_write_t req{};
@@ -151,7 +134,7 @@ void accept_conn(Hub& hub, uv_stream_t* listener) {
   uv_tcp_nodelay(&c->tcp, 1);
   sockaddr_storage ss{};
   int len = sizeof ss;
-  if (uv_tcp_getpeername(&c->tcp, reinterpret_cast<sockaddr*>(&ss), &len) == 0) c->peer = peer_text(ss);
+  if (uv_tcp_getpeername(&c->tcp, reinterpret_cast<sockaddr*>(&ss), &len) == 0) c->peer = net::endpoint_text(ss);
   if (c->idle.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 ||
       c->wait.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 || hub.stopping)
     return close_conn(*c);

@@ -55,7 +55,4 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
-// True when every address `host` resolves to is a loopback address (127.0.0.0/8, ::1).
-bool is_loopback_host(const std::string& host);
-
 }  // namespace dtrain::rdzv
