@@ -29,8 +29,8 @@ struct JobPolicy {
   int max_restarts = 0;
   bool external_start = false;          // every generation waits for Event::go
   double grace_s = 10;                  // SIGTERM -> SIGKILL (named in messages)
-  std::optional<double> max_runtime_s;  // named in the timeout message
-  std::optional<int> master_port;       // MASTER_PORT of every generation; unset: a free one each
+  std::optional<double> max_runtime_s{};  // named in the timeout message
+  std::optional<int> master_port{};       // MASTER_PORT of every generation; unset: a free one each
 };
 
 // What happened (inputs). `live` is the number of local workers still running.
