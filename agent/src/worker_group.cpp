@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 void alloc_cb(uv_handle_t* h, std::size_t, uv_buf_t* buf) noexcept {
   auto* w = static_cast<Worker*>(h->data);
-  *buf = w == nullptr ? uv_buf_init(nullptr, 0) : uv_buf_init(w->group->read_buffer(), 64 * 1024);
+  *buf = w == nullptr ? uv_buf_init(nullptr, 0) : uv_buf_init(w->group->read_buffer(), WorkerGroup::kReadBuffer);
 }
 
 void read_cb(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexcept {

@@ -41,6 +41,7 @@ struct Worker {
 class WorkerGroup {
  public:
   static constexpr double kDrainS = 2.0;  // after the last exit, wait this long for pipes held by escapees
+  static constexpr std::size_t kReadBuffer = 64 * 1024;
 
   // Called on the loop thread.
   struct Listener {
@@ -103,7 +104,7 @@ class WorkerGroup {
   std::map<long, int> exec_errors_;      // pid -> errno
   UvHandle<uv_timer_t> drain_timer_;
   std::vector<std::unique_ptr<Worker>> workers_, retired_;
-  char readbuf_[64 * 1024];
+  char readbuf_[kReadBuffer];
 };
 
 // Runs a libuv callback's body: an exception is handed to the listener, never to libuv.
