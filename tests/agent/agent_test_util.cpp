@@ -57,6 +57,12 @@ void write_file(const fs::path& p, const std::string& text, bool executable) {
   fs::permissions(p, executable ? fs::perms(0755) : fs::perms(0644));
 }
 
+bool all_files(const TempDir& t, const std::string& prefix, int n) {
+  for (int r = 0; r < n; ++r)
+    if (!fs::exists(t / (prefix + std::to_string(r)))) return false;
+  return true;
+}
+
 dtrain::config::Plan sh_plan(int n, const std::string& script, const TempDir& t) {
   dtrain::config::Plan p;
   p.spec.command = {"/bin/sh", "-c", script};

@@ -25,6 +25,8 @@ struct TempDir {
 std::string slurp(const fs::path& p);
 std::vector<std::string> lines_of(const std::string& text);
 void write_file(const fs::path& p, const std::string& text, bool executable = false);
+// t/<prefix>0 .. t/<prefix>(n-1) all exist (the workers' "I am up" files)
+bool all_files(const TempDir& t, const std::string& prefix, int n);
 
 // One node, n local workers running `sh -c script`; the script sees T (the temp dir) in its env.
 dtrain::config::Plan sh_plan(int n, const std::string& script, const TempDir& t);

@@ -31,12 +31,6 @@ std::map<std::string, std::string> parse_env(const std::string& text) {
   return env;
 }
 
-bool all_files(const TempDir& t, const std::string& prefix, int n) {
-  for (int r = 0; r < n; ++r)
-    if (!fs::exists(t / (prefix + std::to_string(r)))) return false;
-  return true;
-}
-
 }  // namespace
 
 TEST_SUITE("agent::agent") {
@@ -477,35 +471,6 @@ TEST_SUITE("agent::agent") {
       CHECK(failures == 0);  // stopped by the agent, not a local failure
       CHECK(slurp(t.path / "gen") == "0\n1\n");
       CHECK(a.result().restarts == 1);
-    }
-  }
-}
-
-TEST_SUITE("agent::shim") {
-  TEST_CASE("the `dtrain __exec` / `__guard` fallback behaves as dtrain-shim") {
-    for (std::string shim : {"self", ""}) {
-      CAPTURE(shim);
-      TempDir t;
-      std::string marker = unique_marker();
-      auto plan = sh_plan(2, "sleep 300 & touch \"$T/up.$RANK\"; exec sleep 301", t);
-      plan.spec.env["DTRAIN_TEST_MARKER"] = marker;
-      auto o = options(plan, t);
-      o.shim = shim;
-      pid_t a = fork_agent(o, t);
-      REQUIRE(wait_until([&] { return all_files(t, "up.", 2); }, 30));
-      ::kill(a, SIGKILL);
-      CHECK(wait_child(a, 30) == 128 + SIGKILL);
-      CHECK(wait_until([&] { return procs_with_env(marker).empty(); }, 30));
-
-      write_file(t.path / "bad.sh", "#!/nonexistent/interpreter\n", true);
-      auto bad = sh_plan(1, "", t);
-      bad.spec.command = {(t.path / "bad.sh").string()};
-      auto ob = options(bad, t);
-      ob.shim = shim;
-      auto r = run_agent(ob, t);
-      CHECK(r.rc == 127);
-      REQUIRE(r.result.root_cause);
-      CHECK(r.result.root_cause->exec_errno == ENOENT);
     }
   }
 }

@@ -1,0 +1,128 @@
+#pragma once
+// The job's fate as a pure state machine: (state, input) -> (state, actions). It holds the restart
+// policy (the budget, what may restart, which stop cause wins, when a second signal escalates) and
+// the root cause; it knows no libuv, no processes and no clock. The agent (agent.cpp) feeds it what
+// happened and carries out the returned actions in order; tests/agent/test_job_machine.cpp drives
+// it table by table.
+//
+//   starting --spawned--> running --failure/signal/event--> stopping --drained--> done
+//       ^  (waits for go                                        |
+//       |   when external_start)                                +--drained, budget left--> restarting
+//       +------------------------------backoff_over-------------------------------------------+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "dtrain/agent/agent.hpp"
+
+namespace dtrain::agent {
+
+// "SIGSEGV" (or "signal 99" for a number without a name).
+std::string signal_name(int sig);
+
+// Why the current generation is being stopped. The first cause usually wins; node_lost, abort and
+// timeout override a failure, a restart order overrides a failure but not an interrupt.
+enum class StopReason { none, failure, signal, timeout, peer_failed, peer_restart, abort };
+
+struct JobPolicy {
+  int max_restarts = 0;
+  bool external_start = false;          // every generation waits for Event::go
+  double grace_s = 10;                  // SIGTERM -> SIGKILL (named in messages)
+  std::optional<double> max_runtime_s{};  // named in the timeout message
+  std::optional<int> master_port{};       // MASTER_PORT of every generation; unset: a free one each
+};
+
+// What happened (inputs). `live` is the number of local workers still running.
+namespace job {
+struct Start {};                                  // run() begins: start generation 0
+struct Spawned {};                                // every local worker of the generation started
+struct SpawnFailed { std::string what; };         // a worker could not be started
+struct WorkerExited { WorkerExit exit; };         // one worker ended (reaped)
+struct Drained { std::vector<WorkerExit> exits; };  // every worker ended and its output is read
+struct GraceOver { int live = 0; };               // the grace period after SIGTERM passed
+struct BackoffOver {};                            // the pause before the next generation passed
+struct RuntimeOver {};                            // max_runtime_s passed
+struct Signal { int sig = 0; int live = 0; };     // a signal to the agent
+struct Remote { Event event; };                   // an event from the other nodes (Agent::post)
+struct Fatal { std::string what; };               // the agent itself failed (exception)
+using Input = std::variant<Start, Spawned, SpawnFailed, WorkerExited, Drained, GraceOver, BackoffOver,
+                           RuntimeOver, Signal, Remote, Fatal>;
+
+// What to do (outputs), in order.
+struct Enter { JobState state; };                // announce the new state (hooks, progress line)
+struct Spawn {                                   // start every local worker, then feed Spawned or
+  int generation = 0;                            // SpawnFailed; master_port unset: pick a free port
+  std::optional<int> master_port;
+};
+struct Kill { int sig = 0; bool stopping = false; bool arm_grace = false; };  // signal every live
+    // worker's group; stopping: they are being stopped by the agent; arm_grace: SIGKILL after grace_s
+struct Say { std::string text; };                // one line on the agent's stderr
+struct LocalFailure { WorkerExit exit; };        // the first local failure of the generation
+struct Progress {};                              // refresh the progress line
+struct CancelBackoff {};
+struct ArmBackoff {};                            // feed BackoffOver after the backoff pause
+struct Collect {                                 // the generation is over: retire its workers
+  std::optional<WorkerExit> root_cause;
+  std::vector<WorkerExit> other_failures;
+};
+struct Finish { int exit_code = 0; std::optional<std::string> reason; };  // the job is over
+using Action = std::variant<Enter, Spawn, Kill, Say, LocalFailure, Progress, CancelBackoff, ArmBackoff, Collect,
+                            Finish>;
+}  // namespace job
+
+class JobMachine {
+ public:
+  explicit JobMachine(JobPolicy policy) : policy_(std::move(policy)), master_port_(policy_.master_port) {}
+
+  std::vector<job::Action> on(const job::Input& input);
+
+  JobState state() const { return state_; }
+  int generation() const { return generation_; }
+  int restarts() const { return restarts_; }
+  StopReason stop_reason() const { return stop_.reason; }
+  const std::optional<WorkerExit>& root_cause() const { return root_; }
+  // external_start and the go of this generation has not come yet
+  bool waiting_for_go() const { return policy_.external_start && go_generation_ < generation_; }
+  // running or stopping: a Drained input ends the generation
+  bool collecting() const { return state_ == JobState::running || state_ == JobState::stopping; }
+  const JobPolicy& policy() const { return policy_; }
+
+ private:
+  struct StopCause {
+    StopReason reason = StopReason::none;
+    int signal = 0;    // signal: the signal the agent got
+    int code = 0;      // abort, peer_failed: the exit status to end with
+    std::string text;  // why, for messages and AgentResult::reason
+  };
+  using Actions = std::vector<job::Action>;
+
+  void enter(JobState s, Actions& out);
+  void start_generation(Actions& out);
+  void spawn(Actions& out);
+  void begin_stop(int sig, Actions& out);
+  void on_spawn_failed(const job::SpawnFailed& in, Actions& out);
+  void on_exit(const job::WorkerExited& in, Actions& out);
+  void on_drained(const job::Drained& in, Actions& out);
+  void decide(Actions& out);
+  void on_grace(const job::GraceOver& in, Actions& out);
+  void on_backoff(Actions& out);
+  void on_runtime(Actions& out);
+  void on_signal(const job::Signal& in, Actions& out);
+  void on_remote(const Event& e, Actions& out);
+  void on_fatal(const job::Fatal& in, Actions& out);
+  bool idle() const { return state_ == JobState::starting || state_ == JobState::restarting; }
+
+  JobPolicy policy_;
+  JobState state_ = JobState::starting;
+  int generation_ = 0;
+  int go_generation_ = -1;
+  std::optional<int> next_generation_;  // set by a restart order from the other nodes
+  std::optional<int> master_port_;      // the policy's, then the last go's
+  int restarts_ = 0;
+  StopCause stop_;
+  bool escalated_ = false;              // a second signal already sent SIGKILL
+  std::optional<WorkerExit> root_;      // first local failure of the generation
+};
+
+}  // namespace dtrain::agent

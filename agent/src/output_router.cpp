@@ -1,0 +1,72 @@
+// Worker output routing (output_router.hpp).
+#include "output_router.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/log.hpp"
+
+namespace dtrain::agent {
+
+WorkerOutput::~WorkerOutput() {
+  if (out_.log_fd >= 0) ::close(out_.log_fd);
+  if (err_.log_fd >= 0) ::close(err_.log_fd);
+}
+
+OutputRouter::OutputRouter(OutputOptions options, Terminal& terminal) : opt_(std::move(options)), terminal_(terminal) {}
+
+void OutputRouter::open(WorkerOutput& w, const config::RankInfo& r,
+                        const std::optional<std::filesystem::path>& log_dir) const {
+  w.rank_ = r.rank;
+  if (log_dir) {
+    auto open_log = [&](const char* ext) {
+      auto p = *log_dir / fmt::format("rank-{}.{}", r.rank, ext);
+      int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
+      if (fd < 0) DTRAIN_WARN(agent, "cannot open log {}: {}", p.string(), errno_text(errno));
+      return fd;
+    };
+    w.out_.log_fd = open_log("out");
+    w.err_.log_fd = open_log("err");
+  }
+  if (opt_.tag) {
+    w.out_.tag = format_tag(opt_.tag_format, r.node_rank, r.rank, r.local_rank, "stdout");
+    w.err_.tag = format_tag(opt_.tag_format, r.node_rank, r.rank, r.local_rank, "stderr");
+  }
+  w.to_terminal_ = !opt_.terminal_ranks || opt_.terminal_ranks->count(r.rank) > 0;
+}
+
+std::string OutputRouter::timestamp() const {
+  return opt_.timestamps ? timestamp_prefix(std::chrono::system_clock::now()) : std::string();
+}
+
+void OutputRouter::feed(WorkerOutput& w, bool is_err, const char* data, std::size_t n) {
+  auto& s = w.stream(is_err);
+  if (s.log_fd >= 0 && !write_all(s.log_fd, std::string_view(data, n))) {
+    DTRAIN_WARN(agent, "log file of rank {}: {}", w.rank_, errno_text(errno));
+    ::close(s.log_fd);
+    s.log_fd = -1;
+  }
+  std::string ts = timestamp();
+  s.lines.feed(data, n, [&](std::string_view l) { line(w, is_err, l, ts); });
+  terminal_.flush();
+}
+
+void OutputRouter::end(WorkerOutput& w, bool is_err) {
+  std::string ts = timestamp();
+  w.stream(is_err).lines.flush([&](std::string_view l) { line(w, is_err, l, ts); });
+}
+
+// The one place a whole line goes: the stderr tail, then (tagged) the terminal.
+void OutputRouter::line(WorkerOutput& w, bool is_err, std::string_view text, const std::string& ts) {
+  if (is_err) {
+    w.last_err_.emplace_back(text);
+    if (w.last_err_.size() > kLastLines) w.last_err_.pop_front();
+  }
+  if (!w.to_terminal_) return;
+  terminal_.line(is_err, ts, w.stream(is_err).tag, text);
+}
+
+}  // namespace dtrain::agent

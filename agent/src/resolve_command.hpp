@@ -1,0 +1,30 @@
+#pragma once
+// What gets executed: the job's command, checked as execvp would find it before anything is
+// spawned, and the helper program that starts workers and the guardian (dtrain-shim, or the dtrain
+// binary's own `__exec` / `__guard`).
+#include <filesystem>
+#include <string>
+
+namespace dtrain::agent {
+
+struct Resolved {
+  int code = 0;  // 0, exit_code::not_found, exit_code::not_executable (exit_code::usage: empty)
+  std::string message;
+};
+
+// Looks `cmd` up as execvp would: a name with a '/' relative to `workdir`, else along `path_var`
+// (relative PATH entries relative to `workdir`). Names what was wrong and what to do.
+Resolved resolve_command(const std::string& cmd, const std::string& path_var, const std::filesystem::path& workdir);
+
+struct Helper {
+  std::string exe;                    // what is exec'd for a worker and the guardian
+  std::string exec_word = "__exec";   // argv[1] for a worker
+  std::string guard_word = "__guard"; // argv[1] for the guardian
+};
+
+// `shim` as in AgentOptions::shim: "" looks for dtrain-shim next to `self_exe` (or in
+// ../libexec/dtrain/), falling back to the dtrain binary; "self" forces the dtrain binary; else
+// the path of a dtrain-shim. `self_exe` "" means /proc/self/exe.
+Helper find_helper(const std::string& self_exe, const std::string& shim);
+
+}  // namespace dtrain::agent

@@ -1,0 +1,65 @@
+// The run folder (run_folder.hpp).
+#include "run_folder.hpp"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
+
+#include "dtrain/agent/output.hpp"
+#include "dtrain/common/errors.hpp"
+
+namespace dtrain::agent {
+
+namespace fs = std::filesystem;
+
+RunFolder::~RunFolder() {
+  if (temporary_ && !path_.empty()) {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+}
+
+void RunFolder::create(const std::string& log_dir, const std::string& run_id) {
+  if (!log_dir.empty()) {
+    std::error_code ec;
+    path_ = fs::absolute(fs::path(log_dir) / run_id, ec);
+    fs::create_directories(path_, ec);
+    if (ec)
+      throw ConfigError(fmt::format("cannot create the log folder '{}': {} (fix output.log_dir or --log-dir)",
+                                    path_.string(), ec.message()));
+    return;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = fmt::format("{}/dtrain-{}-XXXXXX", tmp && *tmp ? tmp : "/tmp", run_id);
+  std::vector<char> b(templ.begin(), templ.end());
+  b.push_back('\0');
+  if (::mkdtemp(b.data()) == nullptr) throw IoError(fmt::format("mkdtemp {}: {}", templ, errno_text(errno)));
+  path_ = b.data();
+  temporary_ = true;
+}
+
+void RunFolder::write_plan(const std::string& json) const {
+  fs::path p = plan_path();
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(fmt::format("cannot write {}: {}", p.string(), errno_text(errno)));
+  bool ok = write_all(fd, json.empty() ? std::string_view("{}\n") : std::string_view(json));
+  if (ok && (json.empty() || json.back() != '\n')) ok = write_all(fd, "\n");
+  int err = errno;
+  ::close(fd);
+  if (!ok) throw IoError(fmt::format("cannot write {}: {}", p.string(), errno_text(err)));
+}
+
+std::optional<fs::path> RunFolder::attempt(int generation) const {
+  if (temporary_) return std::nullopt;
+  fs::path dir = path_ / fmt::format("attempt-{}", generation);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  return dir;
+}
+
+}  // namespace dtrain::agent

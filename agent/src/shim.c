@@ -1,0 +1,105 @@
+/* The agent's two helper processes, written once in C (libc only) and linked into both the static
+ * `dtrain-shim` program and the dtrain binary (`dtrain __exec` / `dtrain __guard`); they exist
+ * because libuv's uv_spawn has no hook between fork and exec:
+ *
+ *   exec AGENT_PID -- COMMAND...  sets PR_SET_PDEATHSIG(SIGKILL), checks the agent is still its
+ *       parent (it may have died before the prctl), then execvp()s the command. The agent started it
+ *       in a new session (own process group). If exec fails, it writes {pid, errno} to fd 3 (the
+ *       agent's status pipe; close-on-exec, so a successful exec leaves nothing there) and exits
+ *       127 (not found) or 126 (not executable).
+ *   guard  reads "+PGID\n" / "-PGID\n" lines from stdin (a pipe held by the agent). On EOF, which
+ *       is also what happens when the agent is SIGKILLed, it SIGKILLs every group still listed, so
+ *       grandchildren of workers die with the agent. Own session, ignores INT/TERM/HUP/PIPE.
+ */
+#define _GNU_SOURCE
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "dtrain/common/exit_codes.h"
+
+int dtrain_shim_exec(int argc, char** argv, const char* who) {
+  if (argc < 5 || strcmp(argv[3], "--") != 0) {
+    fprintf(stderr, "%s: internal helper of dtrain launch, not for direct use\n", who);
+    return DTRAIN_EXIT_USAGE;
+  }
+  long agent = strtol(argv[2], NULL, 10);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(DTRAIN_EXIT_INTERNAL);
+  if ((long)getppid() != agent) _exit(DTRAIN_EXIT_SIGNAL_BASE + SIGKILL);
+  fcntl(3, F_SETFD, FD_CLOEXEC);
+  execvp(argv[4], argv + 4);
+  int err = errno;
+  int32_t rec[2] = {(int32_t)getpid(), (int32_t)err};
+  ssize_t n = write(3, rec, sizeof rec);
+  (void)n;
+  _exit(err == ENOENT || err == ENOTDIR ? DTRAIN_EXIT_NOT_FOUND : DTRAIN_EXIT_NOT_EXECUTABLE);
+}
+
+/* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one). */
+struct groups {
+  long* pg;
+  size_t count, cap;
+};
+
+static void groups_add(struct groups* g, long pg) {
+  if (g->count == g->cap) {
+    size_t cap = g->cap == 0 ? 64 : 2 * g->cap;
+    long* bigger = realloc(g->pg, cap * sizeof *bigger);
+    if (bigger == NULL) return;
+    g->pg = bigger;
+    g->cap = cap;
+  }
+  g->pg[g->count++] = pg;
+}
+
+static void groups_remove(struct groups* g, long pg) {
+  for (size_t k = 0; k < g->count; ++k)
+    if (g->pg[k] == pg) {
+      g->pg[k] = g->pg[--g->count];
+      return;
+    }
+}
+
+/* One complete line ("+PGID" or "-PGID", without its newline). */
+static void guard_line(struct groups* g, const char* line, size_t len) {
+  long pg = len > 1 ? strtol(line + 1, NULL, 10) : 0;
+  if (pg <= 1) return;
+  if (line[0] == '+') groups_add(g, pg);
+  else if (line[0] == '-') groups_remove(g, pg);
+}
+
+int dtrain_shim_guard(void) {
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  struct groups g = {NULL, 0, 0};
+  char line[64];
+  size_t len = 0;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(0, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') {
+        if (len + 1 < sizeof line) line[len++] = buf[i];
+        continue;
+      }
+      line[len] = '\0';
+      guard_line(&g, line, len);
+      len = 0;
+    }
+  }
+  for (size_t k = 0; k < g.count; ++k) kill((pid_t)-g.pg[k], SIGKILL);
+  free(g.pg);
+  return DTRAIN_EXIT_OK;
+}

@@ -1,0 +1,122 @@
+#pragma once
+// The local workers of one generation: spawned through the helper (shim.c, `exec`) in their own
+// session and process group, signalled as groups, reaped with the exec error the helper reports on
+// the status pipe, and read until both pipes close (or, when a process that escaped the group
+// keeps them open, until a short drain period after the last exit).
+#include <uv.h>
+
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/env.hpp"
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/uv_handle.hpp"
+#include "guardian.hpp"
+#include "output_router.hpp"
+
+namespace dtrain::agent {
+
+class WorkerGroup;
+
+struct Worker {
+  WorkerGroup* group = nullptr;
+  UvHandle<uv_process_t> proc;
+  UvHandle<uv_pipe_t> out, err;
+  bool spawned = false, exited = false, out_open = false, err_open = false;
+  WorkerExit exit;
+  WorkerOutput output;
+  std::chrono::steady_clock::time_point started;
+
+  bool finished() const { return exited && !out_open && !err_open; }
+  bool live() const { return spawned && !exited; }
+};
+
+class WorkerGroup {
+ public:
+  static constexpr double kDrainS = 2.0;  // after the last exit, wait this long for pipes held by escapees
+  static constexpr std::size_t kReadBuffer = 64 * 1024;
+
+  // Called on the loop thread.
+  struct Listener {
+    virtual void worker_exited(const WorkerExit& exit) = 0;  // reaped, exec error known
+    virtual void output_closed() = 0;                          // a pipe reached its end (or was abandoned)
+    virtual void callback_failed(const std::exception& e) noexcept = 0;
+
+   protected:
+    ~Listener() = default;
+  };
+  // How every worker is started: HELPER EXEC_WORD AGENT_PID -- COMMAND... in `cwd`.
+  struct Launch {
+    std::string helper, exec_word, agent_pid;
+    std::vector<std::string> command;
+    std::string cwd;
+  };
+
+  WorkerGroup(OutputRouter& router, Guardian& guardian, Listener& listener)
+      : router_(router), guardian_(guardian), listener_(listener) {}
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // The status pipe and the drain timer. Throws IoError.
+  void open(uv_loop_t* loop, Launch launch);
+  // Starts one worker; its logs go to `log_dir` when set. Throws IoError (nothing is left running).
+  void spawn(const config::RankInfo& r, const EnvMap& env, const std::optional<std::filesystem::path>& log_dir);
+  // `sig` to the process group of every live worker; `stopping`: the agent is stopping them.
+  void kill(int sig, bool stopping = false);
+
+  int live() const;
+  bool finished() const;  // every worker exited and its output is read (true when empty)
+  std::vector<WorkerExit> exits() const;  // with the last lines of their stderr
+  // The generation is over: its workers leave the group (their handles close in the background).
+  void retire();
+  void clear_retired() { retired_.clear(); }
+
+  // Teardown: SIGKILL every live group and stop reading (the loop then reaps them); close_timer()
+  // when the job is over; close() once the loop has run.
+  void kill_now();
+  void close_timer() { drain_timer_.close(); }
+  void close();
+
+  // libuv callbacks
+  void on_read(Worker& w, bool is_err, ssize_t nread);
+  void on_exit(Worker& w, std::int64_t status, int term_signal);
+  char* read_buffer() { return readbuf_; }
+
+ private:
+  void close_pipe(Worker& w, bool is_err);
+  void drain_status_pipe();
+  void arm_drain();
+
+  OutputRouter& router_;
+  Guardian& guardian_;
+  Listener& listener_;
+  uv_loop_t* loop_ = nullptr;
+  Launch launch_;
+  int status_rd_ = -1, status_wr_ = -1;  // {pid, errno} records from the helper (fd 3)
+  std::map<long, int> exec_errors_;      // pid -> errno
+  UvHandle<uv_timer_t> drain_timer_;
+  std::vector<std::unique_ptr<Worker>> workers_, retired_;
+  char readbuf_[kReadBuffer];
+};
+
+// Runs a libuv callback's body: an exception is handed to the listener, never to libuv.
+template <class F>
+void guarded(WorkerGroup::Listener& l, F&& f) noexcept {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    l.callback_failed(e);
+  } catch (...) {
+    l.callback_failed(InternalError("unknown exception in an agent callback"));
+  }
+}
+
+}  // namespace dtrain::agent
