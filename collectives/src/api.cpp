@@ -1,5 +1,7 @@
 // The exported C ABI. Every function body runs inside guard(), which turns any exception into a
-// status code plus the thread-local last error, so nothing C++ crosses the boundary. Host buffers
+// status code plus the thread-local last error, so nothing C++ crosses the boundary; it is the
+// library's only such conversion (the CPU engines and the NCCL backend throw CollError carrying the
+// status). Host buffers
 // go to the CPU communicator; device buffers (nccl::is_device_pointer) to a lazily created NCCL
 // communicator.
 //
@@ -15,11 +17,13 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "comm.hpp"
 #include "dtrain/collectives.h"
+#include "dtrain/common/net.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/params.hpp"
 #include "dtrain/rendezvous/client.hpp"
@@ -39,29 +43,40 @@ struct dtrain_comm {
 namespace dtrain::coll {
 namespace {
 
+// The status and message the C ABI reports for the exception being handled (call inside a catch).
+std::pair<dtrain_status_t, std::string> current_failure() {
+  try {
+    throw;
+  } catch (const CollError& e) {
+    return {e.status(), e.what()};
+  } catch (const AuthError& e) {
+    return {DTRAIN_ERR_AUTH, e.what()};
+  } catch (const TimeoutError& e) {
+    return {DTRAIN_ERR_TIMEOUT, e.what()};
+  } catch (const ConfigError& e) {
+    return {DTRAIN_ERR_CONFIG, e.what()};
+  } catch (const IoError& e) {
+    return {DTRAIN_ERR_PEER, e.what()};
+  } catch (const InternalError& e) {
+    return {DTRAIN_ERR_INTERNAL, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {DTRAIN_ERR_SYSTEM, "out of memory"};
+  } catch (const std::exception& e) {
+    return {DTRAIN_ERR_INTERNAL, e.what()};
+  } catch (...) {
+    return {DTRAIN_ERR_INTERNAL, "unknown exception"};
+  }
+}
+
+// Every exported function's body: the one place where exceptions become statuses.
 template <class F>
 dtrain_status_t guard(F&& body) noexcept {
   try {
     set_last_error("");
     return body();
-  } catch (const CollError& e) {
-    return fail(e.status(), e.what());
-  } catch (const AuthError& e) {
-    return fail(DTRAIN_ERR_AUTH, e.what());
-  } catch (const TimeoutError& e) {
-    return fail(DTRAIN_ERR_TIMEOUT, e.what());
-  } catch (const ConfigError& e) {
-    return fail(DTRAIN_ERR_CONFIG, e.what());
-  } catch (const IoError& e) {
-    return fail(DTRAIN_ERR_PEER, e.what());
-  } catch (const InternalError& e) {
-    return fail(DTRAIN_ERR_INTERNAL, e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(DTRAIN_ERR_SYSTEM, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(DTRAIN_ERR_INTERNAL, e.what());
   } catch (...) {
-    return fail(DTRAIN_ERR_INTERNAL, "unknown exception");
+    auto [status, message] = current_failure();
+    return fail(status, std::move(message));
   }
 }
 
@@ -71,6 +86,14 @@ Communicator& cpu_of(dtrain_comm_t comm) {
 }
 
 bool on_device(const void* a, const void* b) { return nccl::is_device_pointer(a) || nccl::is_device_pointer(b); }
+
+// Remembers the first failure of the NCCL communicator (or of its creation).
+void remember_nccl_failure(dtrain_comm_t comm, dtrain_status_t status, std::string message) {
+  if (comm->nccl_failed) return;
+  comm->nccl_failed = true;
+  comm->nccl_status = status;
+  comm->nccl_error = std::move(message);
+}
 
 // The NCCL communicator for device buffers, created on first use from the same store. A failed
 // creation is remembered: the later calls fail at once with the same status and message.
@@ -95,40 +118,35 @@ nccl::Comm& nccl_of(dtrain_comm_t comm, const void* sendbuf, const void* recvbuf
     }
     o.store = c.store();
     o.timeout = c.timeout();
-    auto remember = [&](dtrain_status_t st, const char* what) {
-      comm->nccl_failed = true;
-      comm->nccl_status = st;
-      comm->nccl_error = what;
-    };
     try {
       comm->nccl = nccl::create(o);
-    } catch (const CollError& e) {  // nccl::Error, "built without NCCL" included
-      remember(e.status(), e.what());
-      throw;
-    } catch (const ConfigError& e) {
-      remember(DTRAIN_ERR_CONFIG, e.what());
-      throw;
-    } catch (const TimeoutError& e) {
-      remember(DTRAIN_ERR_TIMEOUT, e.what());
-      throw;
     } catch (const std::bad_alloc&) {
-      remember(DTRAIN_ERR_SYSTEM, "out of memory while creating the NCCL communicator");
+      remember_nccl_failure(comm, DTRAIN_ERR_SYSTEM, "out of memory while creating the NCCL communicator");
       throw;
-    } catch (const std::exception& e) {
-      remember(DTRAIN_ERR_INTERNAL, e.what());
+    } catch (...) {  // nccl::Error, "built without NCCL" included
+      auto [status, message] = current_failure();
+      remember_nccl_failure(comm, status, std::move(message));
       throw;
     }
   }
   return *comm->nccl;
 }
 
-dtrain_status_t nccl_status(dtrain_comm_t comm, dtrain_status_t st) {
-  if (st != DTRAIN_SUCCESS && st != DTRAIN_ERR_INVALID_ARGUMENT && !comm->nccl_failed) {
-    comm->nccl_failed = true;
-    comm->nccl_status = st;
-    comm->nccl_error = last_error_cstr();
+// Runs one call on the NCCL communicator. A failure other than a bad argument is remembered: the
+// communicator is unusable from then on.
+template <class F>
+dtrain_status_t on_nccl(dtrain_comm_t comm, F&& call) {
+  try {
+    call();
+    return DTRAIN_SUCCESS;
+  } catch (const std::bad_alloc&) {
+    remember_nccl_failure(comm, DTRAIN_ERR_SYSTEM, "NCCL backend: out of host memory");
+    throw CollError(DTRAIN_ERR_SYSTEM, "NCCL backend: out of host memory");
+  } catch (...) {
+    auto [status, message] = current_failure();
+    if (status != DTRAIN_ERR_INVALID_ARGUMENT) remember_nccl_failure(comm, status, std::move(message));
+    throw;
   }
-  return st;
 }
 
 // Byte ranges [a, a+an) and [b, b+bn) share a byte.
@@ -277,17 +295,11 @@ dtrain_status_t dtrain_comm_init_from_env(dtrain_comm_t* comm) {
     if (addr.empty())
       throw dtrain::ConfigError("DTRAIN_STORE_ADDR is not set: run the worker under `dtrain launch`, or set it to the "
                         "HOST:PORT of a dtrain rendezvous store, or use dtrain_comm_init()");
-    auto colon = addr.rfind(':');
-    std::string host = colon == std::string::npos ? "" : addr.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    char* end = nullptr;
-    long port = colon == std::string::npos ? 0 : std::strtol(addr.c_str() + colon + 1, &end, 10);
-    if (host.empty() || port <= 0 || port > 65535 || (end != nullptr && *end != '\0'))
-      throw dtrain::ConfigError(fmt::format("DTRAIN_STORE_ADDR={}: expected HOST:PORT", addr));
+    const auto hp = dtrain::net::parse_host_port(addr, "DTRAIN_STORE_ADDR");
     std::string token = env_or("DTRAIN_STORE_TOKEN");
     std::string run = env_or("DTRAIN_RUN_ID", "TORCHELASTIC_RUN_ID");
-    o.store_host = host.c_str();
-    o.store_port = static_cast<int>(port);
+    o.store_host = hp.host.c_str();
+    o.store_port = hp.port;
     o.token = token.c_str();
     o.run_id = run.empty() ? nullptr : run.c_str();
     o.generation = env_int("DTRAIN_GENERATION", false, 0, "TORCHELASTIC_RESTART_COUNT");
@@ -316,8 +328,10 @@ dtrain_status_t dtrain_allreduce(dtrain_comm_t comm, const void* sendbuf, void* 
   return guard([&] {
     Communicator& c = cpu_of(comm);
     check_allreduce_alias(sendbuf, recvbuf, count, dtype);
-    if (on_device(sendbuf, recvbuf))
-      return nccl_status(comm, nccl_of(comm, sendbuf, recvbuf).allreduce(sendbuf, recvbuf, count, dtype, op, stream));
+    if (on_device(sendbuf, recvbuf)) {
+      nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
+      return on_nccl(comm, [&] { n.allreduce(sendbuf, recvbuf, count, dtype, op, stream); });
+    }
     c.allreduce(sendbuf, recvbuf, count, dtype, op);
     return DTRAIN_SUCCESS;
   });
@@ -327,8 +341,10 @@ dtrain_status_t dtrain_broadcast(dtrain_comm_t comm, const void* sendbuf, void* 
                                  dtrain_dtype_t dtype, int root, void* stream) {
   return guard([&] {
     Communicator& c = cpu_of(comm);
-    if (on_device(sendbuf, recvbuf))
-      return nccl_status(comm, nccl_of(comm, sendbuf, recvbuf).broadcast(sendbuf, recvbuf, count, dtype, root, stream));
+    if (on_device(sendbuf, recvbuf)) {
+      nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
+      return on_nccl(comm, [&] { n.broadcast(sendbuf, recvbuf, count, dtype, root, stream); });
+    }
     c.broadcast(sendbuf, recvbuf, count, dtype, root);
     return DTRAIN_SUCCESS;
   });
@@ -339,8 +355,10 @@ dtrain_status_t dtrain_allgather(dtrain_comm_t comm, const void* sendbuf, void* 
   return guard([&] {
     Communicator& c = cpu_of(comm);
     const bool same = allgather_alias(sendbuf, recvbuf, sendcount, dtype, c.rank(), c.size());
-    if (on_device(sendbuf, recvbuf))
-      return nccl_status(comm, nccl_of(comm, sendbuf, recvbuf).allgather(sendbuf, recvbuf, sendcount, dtype, stream));
+    if (on_device(sendbuf, recvbuf)) {
+      nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
+      return on_nccl(comm, [&] { n.allgather(sendbuf, recvbuf, sendcount, dtype, stream); });
+    }
     if (same && c.rank() != 0) {
       // send == recv: move this rank's contribution to its own block, then NCCL's in-place layout.
       const std::size_t bytes = sendcount * dtype_size(dtype);
@@ -359,9 +377,10 @@ dtrain_status_t dtrain_reduce_scatter(dtrain_comm_t comm, const void* sendbuf, v
   return guard([&] {
     Communicator& c = cpu_of(comm);
     const bool same = reduce_scatter_alias(sendbuf, recvbuf, recvcount, dtype, c.rank(), c.size());
-    if (on_device(sendbuf, recvbuf))
-      return nccl_status(comm,
-                         nccl_of(comm, sendbuf, recvbuf).reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, stream));
+    if (on_device(sendbuf, recvbuf)) {
+      nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
+      return on_nccl(comm, [&] { n.reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, stream); });
+    }
     if (same && c.rank() != 0) {
       // recv == send: NCCL's in-place layout, then the result moves to the first recvcount elements.
       const std::size_t bytes = recvcount * dtype_size(dtype);
@@ -378,7 +397,7 @@ dtrain_status_t dtrain_reduce_scatter(dtrain_comm_t comm, const void* sendbuf, v
 dtrain_status_t dtrain_barrier(dtrain_comm_t comm) {
   return guard([&] {
     Communicator& c = cpu_of(comm);
-    if (comm->nccl) return nccl_status(comm, comm->nccl->barrier());
+    if (comm->nccl) return on_nccl(comm, [&] { comm->nccl->barrier(); });
     c.barrier();
     return DTRAIN_SUCCESS;
   });

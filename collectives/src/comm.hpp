@@ -1,6 +1,7 @@
 #pragma once
-// The CPU communicator behind the C ABI: picks the engine from where the ranks are, numbers the
-// calls, applies deadlines, and remembers the first failure (later calls return DTRAIN_ERR_ABORTED).
+// The CPU communicator behind the C ABI: validates each call, numbers the calls, applies deadlines,
+// remembers the first failure (later calls return DTRAIN_ERR_ABORTED) and runs the call on its
+// transport (transport/transport.hpp), which make_transport() picks from where the ranks are:
 //   one node (and DTRAIN_TRANSPORT != tcp)      -> shared memory
 //   one rank per node, or DTRAIN_TRANSPORT=tcp  -> TCP between all ranks
 //   several nodes with several ranks each       -> hierarchical: allreduce and barrier reduce within
@@ -17,15 +18,9 @@
 #include "dtrain/collectives.h"
 #include "dtrain/rendezvous/store.hpp"
 #include "engine.hpp"
+#include "transport/transport.hpp"
 
 namespace dtrain::coll {
-
-namespace shm {
-class Engine;
-}
-namespace tcp {
-class Engine;
-}
 
 struct CommConfig {
   int rank = 0;
@@ -61,7 +56,7 @@ class Communicator {
   rdzv::Store* store() const { return store_.get(); }
   std::chrono::milliseconds timeout() const { return cfg_.timeout; }
   // "shm", "tcp", "hierarchical" or "self".
-  const char* engine_name() const;
+  const char* engine_name() const { return transport_->name(); }
 
   void allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op);
   void broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root);
@@ -74,24 +69,17 @@ class Communicator {
   bool failed() const { return failed_; }
 
  private:
-  enum class Mode { self, shm, tcp, hier };
   OpDesc next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root);
   void check_usable() const;
   template <class F>
-  void run(const OpDesc& d, F&& body);
-  std::uint8_t* work(std::size_t bytes);
+  void run(F&& body);
 
   CommConfig cfg_;
   std::shared_ptr<rdzv::Store> store_;
-  Mode mode_ = Mode::self;
-  std::unique_ptr<shm::Engine> shm_;
-  std::unique_ptr<tcp::Engine> tcp_;
-  std::vector<int> all_;      // 0..size-1
-  std::vector<int> leaders_;  // local rank 0 of every node
+  std::unique_ptr<Transport> transport_;  // after store_: destroyed before it
   std::uint64_t seq_ = 0;
   bool failed_ = false;
   std::string failure_;
-  std::vector<std::uint8_t> work_;
 };
 
 }  // namespace dtrain::coll

@@ -28,7 +28,9 @@ if grep -Eq 'libnccl|libcudart|libcuda\.' <<<"$needed"; then
   exit 1
 fi
 grep -q 'nccl_stub.cpp' "$work/off/build.ninja" || { echo "FAIL: nccl_stub.cpp is not part of the OFF build"; exit 1; }
-if grep -q 'nccl_core.cpp' "$work/off/build.ninja"; then echo "FAIL: nccl_core.cpp is in the OFF build"; exit 1; fi
+for f in nccl_core.cpp nccl_bootstrap.cpp nccl_comm.cpp nccl_backend.cpp; do
+  if grep -q "$f" "$work/off/build.ninja"; then echo "FAIL: $f is in the OFF build"; exit 1; fi
+done
 
 echo "== configure with -DDTRAIN_WITH_NCCL=ON but no CUDA toolkit"
 if "$cmake" -S "$src" -B "$work/on" -G Ninja -DBUILD_TESTING=OFF -DDTRAIN_WITH_NCCL=ON \

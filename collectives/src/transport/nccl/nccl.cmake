@@ -1,12 +1,13 @@
 # The NCCL backend of the collectives library. Included by collectives/CMakeLists.txt after
 # dtrain_collectives exists (tests/nccl includes it too when it has not been, so it is idempotent):
 #   DTRAIN_HAVE_NCCL: static dtrain_nccl_core (the backend, also linked by tests and bench/gpu) and
-#                     nccl_backend.cpp (the Comm seam) in dtrain_collectives, linking NCCL + cudart.
+#                     nccl_backend.cpp (create(), the Comm seam) in dtrain_collectives, linking NCCL + cudart.
 #   otherwise:        nccl_stub.cpp, which recognises device buffers through an already loaded
 #                     CUDA driver and refuses them with a "built without NCCL" error.
 set(_dtrain_nccl_dir ${CMAKE_CURRENT_LIST_DIR})
 if(DTRAIN_HAVE_NCCL AND NOT TARGET dtrain_nccl_core)
-  add_library(dtrain_nccl_core STATIC ${_dtrain_nccl_dir}/nccl_core.cpp ${_dtrain_nccl_dir}/driver_probe.cpp)
+  add_library(dtrain_nccl_core STATIC ${_dtrain_nccl_dir}/nccl_core.cpp ${_dtrain_nccl_dir}/nccl_bootstrap.cpp
+              ${_dtrain_nccl_dir}/nccl_comm.cpp ${_dtrain_nccl_dir}/driver_probe.cpp)
   add_library(dtrain::nccl_core ALIAS dtrain_nccl_core)
   target_include_directories(dtrain_nccl_core PUBLIC
     $<BUILD_INTERFACE:${_dtrain_nccl_dir}>

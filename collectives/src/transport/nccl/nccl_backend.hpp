@@ -52,21 +52,24 @@ struct Options {
   int instance = 0;
 };
 
+// The seam api.cpp calls; nccl_core's Communicator implements it. Like the CPU engines, every call
+// returns with the result enqueued (or, without a stream, in recv) or throws: nccl::Error with its C
+// ABI status for NCCL, CUDA, timeout and argument failures. api.cpp alone turns exceptions into
+// statuses.
 class Comm {
  public:
   virtual ~Comm() = default;
-  // Each returns DTRAIN_SUCCESS or an error status after setting the thread-local last error.
   // stream: a cudaStream_t, or nullptr for an internal stream and a call that returns only once the
   // result is in recv (polled against the deadline; on timeout the communicator is aborted).
-  virtual dtrain_status_t allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype,
-                                    dtrain_op_t op, void* stream) = 0;
-  virtual dtrain_status_t broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype,
-                                    int root, void* stream) = 0;
-  virtual dtrain_status_t allgather(const void* send, void* recv, std::size_t sendcount,
-                                    dtrain_dtype_t dtype, void* stream) = 0;
-  virtual dtrain_status_t reduce_scatter(const void* send, void* recv, std::size_t recvcount,
-                                         dtrain_dtype_t dtype, dtrain_op_t op, void* stream) = 0;
-  virtual dtrain_status_t barrier() = 0;
+  virtual void allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
+                         void* stream) = 0;
+  virtual void broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root,
+                         void* stream) = 0;
+  virtual void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype,
+                         void* stream) = 0;
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
+                              dtrain_op_t op, void* stream) = 0;
+  virtual void barrier() = 0;
 };
 
 // Rank 0 creates the unique id and publishes it in the store under "nccl/id"; the others wait for it.

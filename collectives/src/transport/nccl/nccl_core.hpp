@@ -1,8 +1,10 @@
 #pragma once
 // The NCCL backend proper (built only with DTRAIN_HAVE_NCCL). Everything here throws nccl::Error
-// (carrying its C ABI status) or dtrain::ConfigError; nccl_backend.cpp turns that into status codes
-// and the last-error string at the Comm seam. Kept apart from the seam so that tests and tools can
-// link it directly (static library dtrain_nccl_core) without the shared library's C ABI.
+// (carrying its C ABI status) or dtrain::ConfigError; the C ABI (api.cpp) turns that into status
+// codes and the last-error string. Linked into the shared library (nccl_backend.cpp: create()) and,
+// as the static library dtrain_nccl_core, into tests and tools without the C ABI.
+// Files: nccl_core.cpp (errors, devices, type mapping), nccl_bootstrap.cpp (the unique-id exchange),
+// nccl_comm.cpp (the communicator).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -27,6 +29,10 @@ inline constexpr std::size_t kUniqueIdBytes = sizeof(ncclUniqueId);  // NCCL_UNI
 // "what: <cudaGetErrorName> (<cudaGetErrorString>)" as nccl::Error(DTRAIN_ERR_CUDA); clears the
 // runtime's last error.
 [[noreturn]] void throw_cuda(cudaError_t error, std::string_view what);
+// "<ncclGetErrorString>: <ncclGetLastError text>" and "<cudaGetErrorName> (<cudaGetErrorString>)".
+std::string nccl_text(ncclResult_t result, ncclComm_t comm);
+std::string cuda_text(cudaError_t error);
+inline double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 void check_nccl(ncclResult_t result, std::string_view what, ncclComm_t comm = nullptr);
 void check_cuda(cudaError_t error, std::string_view what);
 
@@ -66,7 +72,7 @@ std::string published_failure(rdzv::Store& store, int instance);
 std::string hex(rdzv::ByteView bytes);
 
 // ---- the communicator ----
-class Communicator {
+class Communicator final : public Comm {
  public:
   // Selects the device, exchanges the id through options.store and joins the NCCL communicator in
   // non-blocking mode, polling until it is ready, another rank fails, or options.timeout passes;
@@ -74,18 +80,18 @@ class Communicator {
   explicit Communicator(const Options& options);
   // Joins with an id exchanged elsewhere, on `device` (already selected). Used by the above.
   Communicator(const rdzv::Bytes& id, const Options& options, int device);
-  ~Communicator();
+  ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   void allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
-                 void* stream);
+                 void* stream) override;
   void broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root,
-                 void* stream);
-  void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, void* stream);
+                 void* stream) override;
+  void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, void* stream) override;
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
-                      dtrain_op_t op, void* stream);
-  void barrier();
+                      dtrain_op_t op, void* stream) override;
+  void barrier() override;
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }

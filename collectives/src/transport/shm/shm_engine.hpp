@@ -1,70 +1,82 @@
 #pragma once
-// Shared-memory engine for the ranks of one node. One segment per communicator and node, created by
+// Shared-memory engine for the ranks of one host. One segment per communicator and host, created by
 // local rank 0 and unlinked as soon as every local rank has mapped it, so nothing is left in /dev/shm
-// after a crash. Layout: header (barrier words, abort record), one control block per local rank
-// (progress words, per-call fingerprints), then each rank's data area of 2 x slot_bytes, split into
-// three rotating buffers (a buffer is reused three rounds later, after every rank has left it; three,
-// not two, so the bandwidth path needs only one sync per pipelined round).
+// after a crash. Layout (shm_layout.hpp): header (barrier words, abort record), one control block per
+// local rank (progress words, per-call fingerprints), then each rank's data area of 2 x slot_bytes,
+// split into three rotating buffers (a buffer is reused three rounds later, after every rank has left
+// it; three, not two, so the bandwidth path needs only one sync per pipelined round).
+// Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
+// shm_collectives.cpp (the algorithms).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "../../engine.hpp"
+#include "../transport.hpp"
 #include "dtrain/rendezvous/store.hpp"
 
 namespace dtrain::coll::shm {
 
 struct Options {
   int local_rank = 0;
-  std::vector<int> global_ranks;   // global rank of each local rank (for messages)
+  std::vector<int> global_ranks;   // world rank of each local rank (for messages)
   rdzv::Store* store = nullptr;
-  std::string key_prefix;          // store keys of this communicator, e.g. "coll/3/node0/"
+  std::string key_prefix;          // store keys of this communicator and host, e.g. "coll/3/node0/"
   std::string name_prefix;         // segment name stem, e.g. "dtrain-<run>-g<gen>"
   std::chrono::milliseconds timeout{300000};
   std::size_t slot_bytes = 2 << 20;
   int spin_us = 50;
 };
 
-class Engine {
+class Engine final : public Transport {
  public:
   explicit Engine(const Options& options);  // maps (or creates) the segment; throws CollError
-  ~Engine();
+  ~Engine() override;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   int local_rank() const { return me_; }
   int local_size() const { return n_; }
 
-  void barrier(const OpDesc& d);
-  void allreduce(const OpDesc& d, const void* send, void* recv);
-  void broadcast(const OpDesc& d, const void* send, void* recv, int root_local);
-  void allgather(const OpDesc& d, const void* send, void* recv);
-  void reduce_scatter(const OpDesc& d, const void* send, void* recv);
-
+  const char* name() const noexcept override { return "shm"; }
+  void barrier(const OpDesc& d) override;
+  void allreduce(const OpDesc& d, const void* send, void* recv) override;
+  // From local rank d.root.
+  void broadcast(const OpDesc& d, const void* send, void* recv) override;
+  void allgather(const OpDesc& d, const void* send, void* recv) override;
+  void reduce_scatter(const OpDesc& d, const void* send, void* recv) override;
   // Records a failure so waiting local ranks stop at once with the same status.
-  void abort(dtrain_status_t status, const std::string& msg) noexcept;
-  // The segment's name (already unlinked once all ranks mapped it).
-  const std::string& name() const { return name_; }
+  void abort(dtrain_status_t status, const std::string& msg) noexcept override;
 
- struct Header;
+  struct Header;
   struct RankCtl;
 
  private:
+  struct Rounds;
 
+  // setup (shm_engine.cpp)
   int create_segment(const Options& o);
   void finish_setup(const Options& o, int fd, std::size_t ctl_off, Clock::time_point deadline,
                     const std::string& name_key);
+  // syncs and failures (shm_sync.cpp)
   void begin(const OpDesc& d);
   void end();
   void sync(const OpDesc& d);
   void check_fingerprints(const OpDesc& d);
   [[noreturn]] void fail_timeout(const OpDesc& d, std::uint32_t epoch);
   void check_abort_and_peers(const OpDesc& d);
-  std::uint8_t* slot(int set, int rank) const;
-  int next_set() { return static_cast<int>(round_++ % 3u); }
   void wait_all(const OpDesc& d);
+  // algorithms (shm_collectives.cpp)
+  void allreduce_small(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
+  void allreduce_pipelined(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
+
+  std::uint8_t* slot(int set, int rank) const {
+    return static_cast<std::uint8_t*>(base_) + data_offset_ +
+           (static_cast<std::size_t>(set) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(rank)) *
+               buf_bytes_;
+  }
+  int next_set() { return static_cast<int>(round_++ % 3u); }
 
   int me_ = 0;
   int n_ = 1;

@@ -1,0 +1,59 @@
+// make_transport(): the backend from where the group's ranks are, and each backend's options from the
+// group's. Store keys: the shm engine of a host uses <key_prefix>node<w>/ (w: the world rank of the
+// host's first rank in the group), the tcp mesh <key_prefix>tcp/, the hierarchical engine
+// <key_prefix>lr/.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "dtrain/common/errors.hpp"
+#include "hier/hier_engine.hpp"
+#include "self/self_engine.hpp"
+#include "shm/shm_engine.hpp"
+#include "tcp/tcp_engine.hpp"
+#include "transport.hpp"
+
+namespace dtrain::coll {
+namespace {
+
+shm::Options shm_options(const TransportOptions& o) {
+  shm::Options s;
+  s.local_rank = static_cast<int>(std::find(o.node.begin(), o.node.end(), o.rank) - o.node.begin());
+  for (int r : o.node) s.global_ranks.push_back(o.members[static_cast<std::size_t>(r)]);
+  s.store = o.store;
+  s.key_prefix = fmt::format("{}node{}/", o.key_prefix, s.global_ranks.front());
+  s.name_prefix = o.shm_name_prefix;
+  s.timeout = o.timeout;
+  s.slot_bytes = o.shm_slot_bytes;
+  s.spin_us = o.spin_us;
+  return s;
+}
+
+tcp::Options tcp_options(const TransportOptions& o) {
+  tcp::Options t;
+  t.members = o.members;
+  t.rank = o.rank;
+  t.store = o.store;
+  t.key_prefix = o.key_prefix;
+  t.timeout = o.timeout;
+  t.chunk_bytes = o.tcp_chunk_bytes;
+  t.advertise_host = tcp::resolve_advertise_host(o.advertise, o.store);
+  return t;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_transport(const TransportOptions& o) {
+  const int n = static_cast<int>(o.members.size());
+  const int local = static_cast<int>(o.node.size());
+  DTRAIN_CHECK(o.store != nullptr, "no store");
+  DTRAIN_CHECK(o.rank >= 0 && o.rank < n, "rank {} of {}", o.rank, n);
+  DTRAIN_CHECK(local >= 1 && local <= n && std::find(o.node.begin(), o.node.end(), o.rank) != o.node.end(),
+               "rank {} is not among its host's {} ranks", o.rank, local);
+  if (n == 1) return std::make_unique<self::Engine>();
+  if (o.kind == "tcp" || local == 1) return std::make_unique<tcp::Engine>(tcp_options(o));
+  if (local == n) return std::make_unique<shm::Engine>(shm_options(o));
+  return std::make_unique<hier::Engine>(hier::Options{shm_options(o), tcp_options(o)});
+}
+
+}  // namespace dtrain::coll

@@ -1,0 +1,47 @@
+#pragma once
+// Hierarchical engine, for groups that span several hosts with several ranks on some of them. It
+// composes the two other engines: a shm engine over the ranks of this host and a tcp engine over
+// every rank of the group (one mesh), plus a tcp group of the hosts' leaders (the first rank of each
+// host) on that mesh.
+//   allreduce: reduce within the host over shared memory, allreduce across hosts among the leaders,
+//              broadcast back within the host (float16/bfloat16 accumulate in float32 throughout);
+//   barrier:   shm barrier, leaders' barrier, shm barrier;
+//   broadcast, allgather, reduce_scatter: the tcp engine's rings over every rank.
+#include <memory>
+
+#include "../shm/shm_engine.hpp"
+#include "../tcp/tcp_engine.hpp"
+
+namespace dtrain::coll::hier {
+
+struct Options {
+  shm::Options host;  // this host's ranks
+  tcp::Options all;   // every rank of the group
+};
+
+class Engine final : public Transport {
+ public:
+  // Sets up shared memory, then the mesh, then learns the leaders through the store
+  // (<all.key_prefix>lr/<rank>: each rank's index on its host). Throws CollError.
+  explicit Engine(const Options& options);
+
+  const char* name() const noexcept override { return "hierarchical"; }
+  void barrier(const OpDesc& d) override;
+  void allreduce(const OpDesc& d, const void* send, void* recv) override;
+  void broadcast(const OpDesc& d, const void* send, void* recv) override { all_.broadcast(d, send, recv); }
+  void allgather(const OpDesc& d, const void* send, void* recv) override { all_.allgather(d, send, recv); }
+  void reduce_scatter(const OpDesc& d, const void* send, void* recv) override {
+    all_.reduce_scatter(d, send, recv);
+  }
+  void abort(dtrain_status_t status, const std::string& msg) noexcept override;
+
+ private:
+  bool leader() const { return host_.local_rank() == 0; }
+
+  int size_;
+  shm::Engine host_;
+  tcp::Engine all_;
+  std::unique_ptr<tcp::Group> leaders_;  // on the leaders only
+};
+
+}  // namespace dtrain::coll::hier

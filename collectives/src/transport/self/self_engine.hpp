@@ -1,0 +1,18 @@
+#pragma once
+// The engine of a group of one: every collective is a copy from send to recv (none in place).
+#include "../transport.hpp"
+
+namespace dtrain::coll::self {
+
+class Engine final : public Transport {
+ public:
+  const char* name() const noexcept override { return "self"; }
+  void barrier(const OpDesc&) override {}
+  void allreduce(const OpDesc& d, const void* send, void* recv) override;
+  void broadcast(const OpDesc& d, const void* send, void* recv) override;
+  void allgather(const OpDesc& d, const void* send, void* recv) override;
+  void reduce_scatter(const OpDesc& d, const void* send, void* recv) override;
+  void abort(dtrain_status_t, const std::string&) noexcept override {}
+};
+
+}  // namespace dtrain::coll::self

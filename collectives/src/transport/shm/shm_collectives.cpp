@@ -1,0 +1,285 @@
+// Shared-memory engine: the algorithms. Small messages: each rank copies its whole buffer into its
+// slot, one sync, then every rank reduces all slots itself (same order everywhere). Large messages:
+// pipelined rounds of reduce-scatter + allgather over the slots with one sync per round: after sync
+// t a rank copies the others' reduced pieces of round t-1 out, reduces its own piece of round t (its
+// own input read in place, the others' from their slots, one fused n-way pass writing the result to
+// recv and to its slot) and copies the pieces of round t+1 that the others own into its slot; three
+// rotating buffers make that safe.
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../../reduce.hpp"
+#include "dtrain/common/errors.hpp"
+#include "shm_engine.hpp"
+#include "shm_layout.hpp"
+
+namespace dtrain::coll::shm {
+
+constexpr std::size_t kSmallBytes = 32 * 1024;  // latency path up to this many bytes per rank
+
+namespace {
+
+// Allreduces of 32 MiB and more write recv with streaming (non-temporal) stores: the result is
+// bigger than the caches anyway, and it saves the read-for-ownership of every recv line (measured:
+// faster at 64 MiB, not at 16 MiB, hence the threshold).
+constexpr std::size_t kStreamBytes = 32u << 20;
+
+void copy_stream(void* dst_v, const void* src_v, std::size_t bytes) {
+#if defined(__SSE2__)
+  auto* dst = static_cast<std::uint8_t*>(dst_v);
+  const auto* src = static_cast<const std::uint8_t*>(src_v);
+  const std::size_t head = std::min(bytes, (16 - (reinterpret_cast<std::uintptr_t>(dst) & 15u)) & 15u);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  bytes -= head;
+  std::size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), e);
+  }
+  std::memcpy(dst + i, src + i, bytes - i);
+#else
+  std::memcpy(dst_v, src_v, bytes);
+#endif
+}
+
+void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace
+
+void Engine::barrier(const OpDesc& d) {
+  begin(d);
+  sync(d);
+  end();
+}
+
+void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
+  begin(d);
+  const std::size_t bytes = d.count * dtype_size(d.dtype);
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  if (n_ == 1 || bytes == 0) {
+    sync(d);
+    if (n_ == 1 && bytes != 0) {
+      const void* srcs[1] = {send};
+      reduce_n(srcs, 1, recv, nullptr, d.count, d.dtype, d.op, 1);
+    }
+  } else if (bytes <= std::min(kSmallBytes, buf_bytes_)) {
+    allreduce_small(d, send, recv);
+  } else {
+    allreduce_pipelined(d, send, recv);
+  }
+  end();
+}
+
+// Latency path: everyone publishes everything, everyone reduces everything in rank order.
+void Engine::allreduce_small(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv) {
+  const int div = d.op == DTRAIN_AVG ? n_ : 1;
+  std::vector<const void*> srcs(static_cast<std::size_t>(n_));
+  const int set = next_set();
+  std::memcpy(slot(set, me_), send, d.count * dtype_size(d.dtype));
+  sync(d);
+  for (int j = 0; j < n_; ++j) srcs[static_cast<std::size_t>(j)] = slot(set, j);
+  reduce_n(srcs.data(), n_, recv, nullptr, d.count, d.dtype, d.op, div);
+}
+
+// The bandwidth path's rounds: round t covers the elements [off, off + m) in buffer set
+// (first + t) % 3, cut into pieces of p elements (cache-line multiples); local rank j reduces piece j
+// of every rank's contribution.
+struct Engine::Rounds {
+  struct Round {
+    std::size_t off = 0, m = 0, p = 0;
+    int set = 0;
+  };
+
+  Rounds(Engine& engine, const OpDesc& desc, const std::uint8_t* s, std::uint8_t* r)
+      : e(engine), d(desc), send(s), recv(r), esz(dtype_size(desc.dtype)), align(64 / esz),
+        piece_cap((engine.buf_bytes_ / static_cast<std::size_t>(engine.n_)) / esz / align * align),
+        round_cap(piece_cap * static_cast<std::size_t>(engine.n_)), first(engine.round_),
+        div(desc.op == DTRAIN_AVG ? engine.n_ : 1), stream(desc.count * esz >= kStreamBytes),
+        srcs(static_cast<std::size_t>(engine.n_)) {
+    DTRAIN_CHECK(piece_cap > 0, "slot too small");
+    n_rounds = (d.count + round_cap - 1) / round_cap;
+    e.round_ += n_rounds;
+  }
+
+  Round geometry(std::size_t t) const {
+    Round r;
+    r.off = t * round_cap;
+    r.m = std::min(round_cap, d.count - r.off);
+    r.p = std::min(piece_cap,
+                   round_up((r.m + static_cast<std::size_t>(e.n_) - 1) / static_cast<std::size_t>(e.n_), align));
+    r.set = static_cast<int>((first + t) % 3u);
+    return r;
+  }
+  static void piece(const Round& r, int j, std::size_t& start, std::size_t& len) {
+    start = std::min(r.m, static_cast<std::size_t>(j) * r.p);
+    len = std::min(r.m, start + r.p) - start;
+  }
+  // This rank's input for the pieces the others reduce, into its slot.
+  void copy_in(const Round& r) {
+    std::uint8_t* mine = e.slot(r.set, e.me_);
+    for (int j = 0; j < e.n_; ++j) {
+      if (j == e.me_) continue;
+      std::size_t s, l;
+      piece(r, j, s, l);
+      if (l) std::memcpy(mine + s * esz, send + (r.off + s) * esz, l * esz);
+    }
+  }
+  // This rank's piece over every rank's contribution, into recv and its slot.
+  void reduce_own(const Round& r) {
+    std::size_t s, l;
+    piece(r, e.me_, s, l);
+    if (!l) return;
+    for (int j = 0; j < e.n_; ++j)
+      srcs[static_cast<std::size_t>(j)] = j == e.me_ ? send + (r.off + s) * esz : e.slot(r.set, j) + s * esz;
+    std::uint8_t* shared = e.slot(r.set, e.me_) + s * esz;
+    if (stream) {
+      // Reduce into the (cached) slot, then stream that to recv.
+      reduce_n(srcs.data(), e.n_, shared, nullptr, l, d.dtype, d.op, div);
+      copy_stream(recv + (r.off + s) * esz, shared, l * esz);
+    } else {
+      reduce_n(srcs.data(), e.n_, recv + (r.off + s) * esz, shared, l, d.dtype, d.op, div);
+    }
+  }
+  // The pieces the others reduced, from their slots into recv.
+  void copy_out(const Round& r) {
+    for (int j = 0; j < e.n_; ++j) {
+      if (j == e.me_) continue;
+      std::size_t s, l;
+      piece(r, j, s, l);
+      if (!l) continue;
+      if (stream)
+        copy_stream(recv + (r.off + s) * esz, e.slot(r.set, j) + s * esz, l * esz);
+      else
+        std::memcpy(recv + (r.off + s) * esz, e.slot(r.set, j) + s * esz, l * esz);
+    }
+  }
+
+  Engine& e;
+  const OpDesc& d;
+  const std::uint8_t* send;
+  std::uint8_t* recv;
+  const std::size_t esz, align, piece_cap, round_cap;
+  std::size_t n_rounds = 0;
+  const std::uint64_t first;
+  const int div;
+  const bool stream;
+  std::vector<const void*> srcs;
+};
+
+// After sync t: copy out round t-1, reduce round t, copy in round t+1; then sync t+1. A buffer is
+// written again only in round t+3, after sync t+2, by which every rank has left round t.
+void Engine::allreduce_pipelined(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv) {
+  Rounds rounds(*this, d, send, recv);
+  rounds.copy_in(rounds.geometry(0));
+  for (std::size_t t = 0; t < rounds.n_rounds; ++t) {
+    sync(d);
+    if (t > 0) rounds.copy_out(rounds.geometry(t - 1));
+    rounds.reduce_own(rounds.geometry(t));
+    if (t + 1 < rounds.n_rounds) rounds.copy_in(rounds.geometry(t + 1));
+  }
+  sync(d);
+  rounds.copy_out(rounds.geometry(rounds.n_rounds - 1));
+  if (rounds.stream) stream_fence();
+}
+
+void Engine::broadcast(const OpDesc& d, const void* send_v, void* recv_v) {
+  begin(d);
+  const int root = d.root;
+  const std::size_t bytes = d.count * dtype_size(d.dtype);
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  if (n_ == 1 || bytes == 0) {
+    sync(d);
+    if (bytes != 0 && send != recv) std::memmove(recv, send, bytes);
+    end();
+    return;
+  }
+  for (std::size_t off = 0; off < bytes; off += buf_bytes_) {
+    const std::size_t len = std::min(buf_bytes_, bytes - off);
+    const int set = next_set();
+    if (me_ == root) std::memcpy(slot(set, root), send + off, len);
+    sync(d);
+    if (me_ != root) std::memcpy(recv + off, slot(set, root), len);
+  }
+  if (me_ == root && send != recv) std::memmove(recv, send, bytes);
+  end();
+}
+
+void Engine::allgather(const OpDesc& d, const void* send_v, void* recv_v) {
+  begin(d);
+  const std::size_t bytes = d.count * dtype_size(d.dtype);
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  if (bytes == 0) {
+    sync(d);
+    end();
+    return;
+  }
+  for (std::size_t off = 0; off < bytes; off += buf_bytes_) {
+    const std::size_t len = std::min(buf_bytes_, bytes - off);
+    const int set = next_set();
+    std::memcpy(slot(set, me_), send + off, len);
+    sync(d);
+    for (int j = 0; j < n_; ++j) {
+      std::uint8_t* dst = recv + static_cast<std::size_t>(j) * bytes + off;
+      if (j == me_ && dst == send + off) continue;
+      std::memcpy(dst, slot(set, j), len);
+    }
+  }
+  end();
+}
+
+void Engine::reduce_scatter(const OpDesc& d, const void* send_v, void* recv_v) {
+  begin(d);
+  const std::size_t esz = dtype_size(d.dtype);
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  const int div = d.op == DTRAIN_AVG ? n_ : 1;
+  if (d.count == 0 || n_ == 1) {
+    sync(d);
+    if (d.count != 0) {
+      const void* srcs[1] = {send};
+      reduce_n(srcs, 1, recv, nullptr, d.count, d.dtype, d.op, 1);
+    }
+    end();
+    return;
+  }
+  const std::size_t piece_cap = (buf_bytes_ / static_cast<std::size_t>(n_)) / esz / (64 / esz) * (64 / esz);
+  std::vector<const void*> srcs(static_cast<std::size_t>(n_));
+  for (std::size_t off = 0; off < d.count; off += piece_cap) {
+    const std::size_t len = std::min(piece_cap, d.count - off);
+    const int set = next_set();
+    std::uint8_t* mine = slot(set, me_);
+    for (int j = 0; j < n_; ++j)
+      if (j != me_)
+        std::memcpy(mine + static_cast<std::size_t>(j) * piece_cap * esz,
+                    send + (static_cast<std::size_t>(j) * d.count + off) * esz, len * esz);
+    sync(d);
+    for (int j = 0; j < n_; ++j)
+      srcs[static_cast<std::size_t>(j)] =
+          j == me_ ? send + (static_cast<std::size_t>(me_) * d.count + off) * esz
+                   : slot(set, j) + static_cast<std::size_t>(me_) * piece_cap * esz;
+    reduce_n(srcs.data(), n_, recv + off * esz, nullptr, len, d.dtype, d.op, div);
+  }
+  end();
+}
+
+}  // namespace dtrain::coll::shm

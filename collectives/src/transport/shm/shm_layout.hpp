@@ -1,0 +1,46 @@
+#pragma once
+// The shared-memory segment's layout (see shm_engine.hpp), shared by the engine's source files.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "shm_engine.hpp"
+
+namespace dtrain::coll::shm {
+
+constexpr std::uint64_t kMagic = 0x3148536e69617274ull;  // "trainSH1"
+constexpr int kMaxLocal = 1024;
+
+struct Engine::Header {
+  std::atomic<std::uint64_t> magic;
+  std::uint32_t local_size;
+  std::uint32_t pad0;
+  std::uint64_t slot_bytes;
+  std::uint64_t total_bytes;
+  alignas(64) std::atomic<std::uint32_t> mapped;
+  alignas(64) std::atomic<std::uint32_t> count;   // arrivals at the current sync
+  alignas(64) std::atomic<std::uint32_t> phase;   // bumped by the last arrival: the futex word
+  std::atomic<std::uint32_t> sleepers;
+  alignas(64) std::atomic<std::int32_t> abort_rank;  // -1: none
+  std::atomic<std::uint32_t> abort_status;
+  std::atomic<std::uint32_t> abort_ready;
+  char abort_msg[1024];
+};
+
+struct alignas(64) Engine::RankCtl {
+  // Hot line, read by every peer in every call: arrival epoch and the call's fingerprint.
+  std::atomic<std::uint32_t> epoch;     // syncs passed
+  std::uint32_t pad0;
+  std::atomic<std::uint64_t> fp[2][3];  // per call parity: fp0, fp1, seq
+  // Cold line, written by its rank, read by peers only on the slow path (timeouts, liveness).
+  alignas(64) std::atomic<std::uint64_t> seq;  // last call this rank entered
+  std::atomic<std::uint32_t> kind;   // its OpKind
+  std::atomic<std::uint32_t> busy;   // 1 while inside the call
+  std::atomic<std::uint32_t> state;  // 1: destroyed its communicator
+  std::atomic<std::int32_t> pid;
+};
+static_assert(sizeof(Engine::RankCtl) == 128, "two cache lines per rank");
+
+inline std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace dtrain::coll::shm

@@ -1,0 +1,181 @@
+// Shared-memory engine: syncs, waiting and failures. Every call starts with a sync whose arrival
+// carries the call's fingerprint; after it each rank compares all fingerprints, so mismatched calls
+// fail on every rank instead of hanging. Waiting: an adaptive spin (longer while peers keep arriving
+// within it; yielding instead of pausing when there are more local ranks than CPUs), then futex
+// sleep in slices (abort, liveness and deadline checks between them).
+#include <signal.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "../../wait.hpp"
+#include "shm_engine.hpp"
+#include "shm_layout.hpp"
+
+namespace dtrain::coll::shm {
+
+constexpr int kSpinGrowth = 20;                 // the adaptive spin reaches at most this x DTRAIN_COLL_SPIN_US
+
+void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
+  if (hdr_ == nullptr) return;
+  std::int32_t expected = -1;
+  if (hdr_->abort_rank.compare_exchange_strong(expected, me_)) {
+    std::size_t m = std::min(msg.size(), sizeof(hdr_->abort_msg) - 1);
+    std::memcpy(hdr_->abort_msg, msg.data(), m);
+    hdr_->abort_msg[m] = '\0';
+    hdr_->abort_status.store(static_cast<std::uint32_t>(status));
+    hdr_->abort_ready.store(1, std::memory_order_release);
+  }
+  hdr_->phase.fetch_add(0);
+  // Wake sleepers; they see the abort record on their next check.
+  futex_wake_all(hdr_->phase, hdr_->sleepers);
+}
+
+void Engine::begin(const OpDesc& d) {
+  auto& c = ctl_[me_];
+  const int par = static_cast<int>(calls_++ & 1u);
+  c.fp[par][0].store(d.fp0(), std::memory_order_relaxed);
+  c.fp[par][1].store(d.fp1(), std::memory_order_relaxed);
+  c.fp[par][2].store(d.seq, std::memory_order_relaxed);
+  c.kind.store(static_cast<std::uint32_t>(d.kind), std::memory_order_relaxed);
+  c.seq.store(d.seq, std::memory_order_relaxed);
+  c.busy.store(1, std::memory_order_release);
+  first_sync_ = true;
+}
+
+void Engine::end() { ctl_[me_].busy.store(0, std::memory_order_release); }
+
+void Engine::check_abort_and_peers(const OpDesc& d) {
+  if (hdr_->abort_ready.load(std::memory_order_acquire) != 0) {
+    const int who = hdr_->abort_rank.load();
+    auto st = static_cast<dtrain_status_t>(hdr_->abort_status.load());
+    if (st == DTRAIN_SUCCESS) st = DTRAIN_ERR_PEER;
+    throw CollError(st, fmt::format("{} on rank {}: rank {} failed: {}", d.text(), granks_[me_],
+                                    granks_[static_cast<std::size_t>(who)], hdr_->abort_msg));
+  }
+  const auto self = static_cast<std::int32_t>(::getpid());
+  for (int j = 0; j < n_; ++j) {
+    if (j == me_) continue;
+    if (ctl_[j].state.load() == 1 && ctl_[j].epoch.load() < epoch_)
+      throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: rank {} destroyed its communicator instead of "
+                                                   "joining (it had reached {} #{})",
+                                                   d.text(), granks_[me_], granks_[j],
+                                                   op_kind_name(static_cast<OpKind>(ctl_[j].kind.load())),
+                                                   ctl_[j].seq.load()));
+    const std::int32_t pid = ctl_[j].pid.load();
+    if (pid > 0 && pid != self && ::kill(pid, 0) != 0 && errno == ESRCH)
+      throw CollError(DTRAIN_ERR_PEER,
+                      fmt::format("{} on rank {}: rank {} (pid {}) died; it had reached {} #{}", d.text(),
+                                  granks_[me_], granks_[j], pid,
+                                  op_kind_name(static_cast<OpKind>(ctl_[j].kind.load())), ctl_[j].seq.load()));
+  }
+}
+
+void Engine::fail_timeout(const OpDesc& d, std::uint32_t epoch) {
+  std::string missing, where;
+  for (int j = 0; j < n_; ++j) {
+    const auto& c = ctl_[j];
+    const bool arrived = c.epoch.load() >= epoch;
+    if (!arrived) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", granks_[j]);
+    where += fmt::format("; rank {}: {} {} #{}{}", granks_[j], c.busy.load() ? "in" : "last finished",
+                         op_kind_name(static_cast<OpKind>(c.kind.load())), c.seq.load(),
+                         arrived ? "" : " (not arrived)");
+  }
+  throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("{} timed out after {} on rank {}: ranks [{}] never arrived{}",
+                                                  d.text(), seconds_text(timeout_), granks_[me_], missing, where));
+}
+
+void Engine::sync(const OpDesc& d) {
+  // Each rank publishes its own epoch (one cache line per rank, no shared counter) and waits until
+  // every rank's epoch reached it. Sleepers wait on the shared phase word; an arrival only bumps it
+  // and enters the kernel when someone sleeps.
+  ++epoch_;
+  ctl_[me_].epoch.store(epoch_, std::memory_order_seq_cst);
+  if (hdr_->sleepers.load(std::memory_order_seq_cst) != 0) {
+    hdr_->phase.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(hdr_->phase, hdr_->sleepers);
+  }
+  wait_all(d);
+  if (first_sync_) {
+    first_sync_ = false;
+    check_fingerprints(d);
+  }
+}
+
+void Engine::wait_all(const OpDesc& d) {
+  auto all_arrived = [&] {
+    for (int j = 0; j < n_; ++j)
+      if (ctl_[j].epoch.load(std::memory_order_acquire) < epoch_) return false;
+    return true;
+  };
+  if (all_arrived()) return;
+  // 1. Spin while the peers are likely running. The budget (DTRAIN_COLL_SPIN_US up to kSpinGrowth times that)
+  // doubles each time they arrive within it; after a sleep it becomes twice the whole wait when that
+  // was short (a peer that was itself waking up: spinning through its wake-up next time breaks the
+  // chain where each rank sleeps in turn and every call pays a futex wake-up) and falls back to
+  // DTRAIN_COLL_SPIN_US when it was long (a peer busy elsewhere: sleep soon, burn less). With more
+  // local ranks than CPUs a peer may be queued on this very core: the spin yields it the core instead
+  // of pausing, and never grows.
+  const auto t0 = Clock::now();
+  const auto spin_until = t0 + std::chrono::microseconds(spin_budget_us_);
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (all_arrived()) {
+        if (!oversubscribed_) spin_budget_us_ = std::min(spin_budget_us_ * 2, kSpinGrowth * spin_us_);
+        return;
+      }
+      if (oversubscribed_) {
+        ::sched_yield();
+      } else {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
+    if (Clock::now() >= spin_until) break;
+  }
+  // 2. Sleep in slices, checking abort records, peer liveness and the deadline between them.
+  bool done = false;
+  while (!done) {
+    check_abort_and_peers(d);
+    if (Clock::now() >= d.deadline) fail_timeout(d, epoch_);
+    hdr_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t p = hdr_->phase.load(std::memory_order_seq_cst);
+    done = all_arrived();
+    if (!done) futex_wait(hdr_->phase, p, std::chrono::milliseconds(20));
+    hdr_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    done = done || all_arrived();
+  }
+  const auto waited_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+  const auto max_us = static_cast<std::int64_t>(kSpinGrowth) * spin_us_;
+  spin_budget_us_ = oversubscribed_ || waited_us > max_us
+                        ? spin_us_
+                        : static_cast<int>(std::min(max_us, std::max<std::int64_t>(spin_us_, 2 * waited_us)));
+}
+
+void Engine::check_fingerprints(const OpDesc& d) {
+  const int par = static_cast<int>((calls_ - 1) & 1u);
+  bool bad = false;
+  for (int j = 0; j < n_ && !bad; ++j)
+    bad = ctl_[j].fp[par][0].load(std::memory_order_relaxed) != d.fp0() ||
+          ctl_[j].fp[par][1].load(std::memory_order_relaxed) != d.fp1() ||
+          ctl_[j].fp[par][2].load(std::memory_order_relaxed) != d.seq;
+  if (!bad) return;
+  std::string calls;
+  for (int j = 0; j < n_; ++j) {
+    const auto& f = ctl_[j].fp[par];
+    calls += fmt::format("; rank {}: {} #{}", granks_[j], describe_fingerprint(f[0].load(), f[1].load()), f[2].load());
+  }
+  throw CollError(DTRAIN_ERR_MISMATCH,
+                  fmt::format("mismatched collective calls at call #{} (every rank must make the same calls with the "
+                              "same count, dtype, op and root){}",
+                              d.seq, calls));
+}
+
+}  // namespace dtrain::coll::shm

@@ -1,0 +1,92 @@
+#pragma once
+// The TCP transport's "device" (Gloo's Device with its Pairs): one socket to every other rank of a
+// group, set up through the store, and the one primitive the algorithms (group.hpp) are written
+// against. Setup (mesh_setup.cpp): each rank listens on its advertised address and publishes
+// "address port host" under <key_prefix>tcp/<rank>; it connects to every lower rank and accepts
+// every higher one. Exchange (mesh_exchange.cpp): a send to one rank and a receive from another at
+// the same time; every message is preceded by a header with the call's sequence number, fingerprint
+// and length, and a difference fails the call with DTRAIN_ERR_MISMATCH. A failing rank records why
+// in the store (<key_prefix>abort) and shuts its sockets, so the others fail at once and report the
+// root cause. Ranks are group ranks; messages name world ranks (Options::members).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../engine.hpp"
+#include "dtrain/rendezvous/store.hpp"
+
+namespace dtrain::coll::tcp {
+
+struct Options {
+  std::vector<int> members;        // world rank of each group rank (the group's size)
+  int rank = 0;                    // this process's group rank
+  rdzv::Store* store = nullptr;
+  std::string key_prefix;          // store keys of this communicator
+  std::string advertise_host;      // address to listen on and advertise
+  std::chrono::milliseconds timeout{300000};
+  std::size_t chunk_bytes = 1 << 20;
+};
+
+// The address a rank listens on when none is configured: DTRAIN_SOCKET_ADDR, DTRAIN_LOCAL_ADDR, the
+// local address of the store connection (the interface that reaches the store), else 127.0.0.1.
+std::string resolve_advertise_host(const std::string& configured, rdzv::Store* store);
+
+// Milliseconds from now to the deadline, clamped to 0..1000: a poll() timeout.
+int ms_left(Clock::time_point deadline);
+
+class Mesh {
+ public:
+  explicit Mesh(const Options& options);  // listens, publishes, connects; throws CollError
+  ~Mesh();
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  std::size_t chunk_bytes() const { return chunk_bytes_; }
+  // Sends slen bytes to rank `to` and receives rlen bytes from rank `from` concurrently (either may
+  // be -1), by d.deadline.
+  void exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen, int from, void* rbuf,
+                std::size_t rlen);
+  // Publishes the failure to the store and shuts every socket so peers stop waiting.
+  void abort(dtrain_status_t status, const std::string& msg) noexcept;
+
+ private:
+  struct Pair {
+    int fd = -1;
+    std::string host;  // advertised name or address
+    std::string addr;  // numeric address
+    int port = 0;
+  };
+  struct Xfer;
+
+  // setup (mesh_setup.cpp)
+  void listen_on(const std::string& host);
+  void read_addresses();
+  void connect_lower(Clock::time_point deadline);
+  void accept_higher(Clock::time_point deadline);
+  void close_all() noexcept;
+  // exchange (mesh_exchange.cpp)
+  bool send_some(const OpDesc& d, Xfer& x);
+  bool recv_some(const OpDesc& d, Xfer& x);
+  void check_header(const OpDesc& d, const Xfer& x) const;
+  [[noreturn]] void peer_failed(const OpDesc& d, int peer, const std::string& what);
+  [[noreturn]] void fail_timeout(const OpDesc& d, int to, int from);
+
+  int world(int r) const { return members_[static_cast<std::size_t>(r)]; }
+  std::string peer_text(int r) const;
+
+  std::vector<int> members_;
+  int rank_;
+  rdzv::Store* store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+  std::size_t chunk_bytes_;
+  int listen_fd_ = -1;
+  std::vector<Pair> pairs_;
+  bool aborted_ = false;
+};
+
+}  // namespace dtrain::coll::tcp

@@ -1,0 +1,209 @@
+// TCP mesh exchange: the send and the receive of one step advance together on non-blocking sockets
+// (sendmsg of header + payload, recv of header then payload), polling both when neither moves, until
+// both are done or the call's deadline passes. Failures: a broken or closed connection reports the
+// root cause the peer recorded in the store (its status and message) when there is one; a timeout
+// asks every rank through the store where it is and names who never reached the call.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "mesh.hpp"
+
+namespace dtrain::coll::tcp {
+namespace {
+
+constexpr std::uint32_t kMsg = 0x3147534d;  // "MSG1"
+
+struct WireHeader {
+  std::uint32_t magic;
+  std::uint32_t reserved;
+  std::uint64_t seq;
+  std::uint64_t fp0;
+  std::uint64_t fp1;
+  std::uint64_t len;
+};
+static_assert(sizeof(WireHeader) == 40);
+
+bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
+
+}  // namespace
+
+// One exchange() in flight; sent and got count over header + payload.
+struct Mesh::Xfer {
+  WireHeader sh;
+  WireHeader rh{};
+  int to, from;
+  int sfd, rfd;
+  const void* sbuf;
+  void* rbuf;
+  std::size_t slen, rlen;
+  std::size_t stotal, rtotal;
+  std::size_t sent = 0, got = 0;
+  bool send_done, recv_done;
+};
+
+int ms_left(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, 1000));
+}
+
+void Mesh::exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen, int from, void* rbuf,
+                    std::size_t rlen) {
+  Xfer x{.sh = WireHeader{kMsg, 0, d.seq, d.fp0(), d.fp1(), slen},
+         .to = to,
+         .from = from,
+         .sfd = to >= 0 ? pairs_[static_cast<std::size_t>(to)].fd : -1,
+         .rfd = from >= 0 ? pairs_[static_cast<std::size_t>(from)].fd : -1,
+         .sbuf = sbuf,
+         .rbuf = rbuf,
+         .slen = slen,
+         .rlen = rlen,
+         .stotal = sizeof(WireHeader) + slen,
+         .rtotal = sizeof(WireHeader) + rlen,
+         .send_done = to < 0,
+         .recv_done = from < 0};
+  if ((to >= 0 && x.sfd < 0) || (from >= 0 && x.rfd < 0))
+    throw CollError(DTRAIN_ERR_ABORTED, fmt::format("{}: the communicator's connections are closed", d.text()));
+  while (!x.send_done || !x.recv_done) {
+    bool progress = false;
+    if (!x.send_done) progress = send_some(d, x);
+    if (!x.recv_done) progress = recv_some(d, x) || progress;
+    if (progress || (x.send_done && x.recv_done)) continue;
+    pollfd pfd[2];
+    int n = 0;
+    if (!x.send_done) pfd[n++] = {x.sfd, POLLOUT, 0};
+    if (!x.recv_done) pfd[n++] = {x.rfd, POLLIN, 0};
+    if (Clock::now() >= d.deadline) fail_timeout(d, x.send_done ? -1 : to, x.recv_done ? -1 : from);
+    ::poll(pfd, static_cast<nfds_t>(n), ms_left(d.deadline));
+  }
+}
+
+// One sendmsg of what is left (header and payload in one call while the header is not out yet).
+bool Mesh::send_some(const OpDesc& d, Xfer& x) {
+  iovec iov[2];
+  int n = 0;
+  if (x.sent < sizeof x.sh) {
+    iov[n++] = {reinterpret_cast<std::uint8_t*>(&x.sh) + x.sent, sizeof x.sh - x.sent};
+    if (x.slen) iov[n++] = {const_cast<void*>(x.sbuf), x.slen};
+  } else {
+    iov[n++] = {const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(x.sbuf)) + (x.sent - sizeof x.sh),
+                x.stotal - x.sent};
+  }
+  msghdr mh{};
+  mh.msg_iov = iov;
+  mh.msg_iovlen = static_cast<std::size_t>(n);
+  ssize_t k = ::sendmsg(x.sfd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (k > 0) {
+    x.sent += static_cast<std::size_t>(k);
+    x.send_done = x.sent == x.stotal;
+    return true;
+  }
+  if (k < 0 && !transient(errno))
+    peer_failed(d, x.to, fmt::format("connection broke while sending: {}", errno_text(errno)));
+  return false;
+}
+
+// One recv: the rest of the header, or the rest of the payload once the header is in and checked.
+bool Mesh::recv_some(const OpDesc& d, Xfer& x) {
+  ssize_t k;
+  if (x.got < sizeof x.rh)
+    k = ::recv(x.rfd, reinterpret_cast<std::uint8_t*>(&x.rh) + x.got, sizeof x.rh - x.got, MSG_DONTWAIT);
+  else
+    k = ::recv(x.rfd, static_cast<std::uint8_t*>(x.rbuf) + (x.got - sizeof x.rh), x.rtotal - x.got, MSG_DONTWAIT);
+  if (k > 0) {
+    const bool had_header = x.got >= sizeof x.rh;
+    x.got += static_cast<std::size_t>(k);
+    if (!had_header && x.got >= sizeof x.rh) check_header(d, x);
+    x.recv_done = x.got == x.rtotal;
+    return true;
+  }
+  if (k == 0) peer_failed(d, x.from, "closed the connection (exited, failed, or destroyed its communicator)");
+  if (!transient(errno))
+    peer_failed(d, x.from, fmt::format("connection broke while receiving: {}", errno_text(errno)));
+  return false;
+}
+
+void Mesh::check_header(const OpDesc& d, const Xfer& x) const {
+  const WireHeader& rh = x.rh;
+  if (rh.magic != kMsg)
+    throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("{}: corrupt stream from {}", d.text(), peer_text(x.from)));
+  if (rh.seq != d.seq || rh.fp0 != d.fp0() || rh.fp1 != d.fp1() || rh.len != x.rlen)
+    throw CollError(DTRAIN_ERR_MISMATCH,
+                    fmt::format("mismatched collective calls at call #{} (every rank must make the same calls "
+                                "with the same count, dtype, op and root): rank {}: {} #{}; rank {}: {} #{}",
+                                d.seq, world(rank_), describe_fingerprint(d.fp0(), d.fp1()), d.seq, world(x.from),
+                                describe_fingerprint(rh.fp0, rh.fp1), rh.seq));
+}
+
+void Mesh::abort(dtrain_status_t status, const std::string& msg) noexcept {
+  if (aborted_) return;
+  aborted_ = true;
+  try {
+    const std::string v = fmt::format("{} rank {}: {}", static_cast<int>(status), world(rank_), msg);
+    store_->compare_set(prefix_ + "abort", {}, rdzv::as_bytes(v));
+  } catch (...) {
+  }
+  for (auto& p : pairs_)
+    if (p.fd >= 0) ::shutdown(p.fd, SHUT_RDWR);
+}
+
+void Mesh::peer_failed(const OpDesc& d, int peer, const std::string& what) {
+  // The peer may have recorded why it gave up: report that root cause with its status.
+  try {
+    const std::string key = prefix_ + "abort";
+    for (int i = 0; i < 20; ++i) {
+      std::string keys[1] = {key};
+      if (store_->check(keys)) {
+        std::string v = rdzv::to_string(store_->get(key, std::chrono::milliseconds(1000)));
+        int st = 0;
+        int used = 0;
+        std::sscanf(v.c_str(), "%d %n", &st, &used);
+        auto status = st > 0 ? static_cast<dtrain_status_t>(st) : DTRAIN_ERR_PEER;
+        throw CollError(status, fmt::format("{} on rank {}: {} failed: {}", d.text(), world(rank_), peer_text(peer),
+                                            v.substr(std::min(static_cast<std::size_t>(used), v.size()))));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } catch (const CollError&) {
+    throw;
+  } catch (...) {
+  }
+  throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: {} {}", d.text(), world(rank_), peer_text(peer), what));
+}
+
+void Mesh::fail_timeout(const OpDesc& d, int to, int from) {
+  std::string waiting;
+  if (from >= 0) waiting = fmt::format("waiting for data from {}", peer_text(from));
+  if (to >= 0) waiting += fmt::format("{}waiting to send to {}", waiting.empty() ? "" : ", ", peer_text(to));
+  // Ask everyone where they are: ranks stuck in the same call time out too and report here.
+  std::string where;
+  try {
+    const std::string base = fmt::format("{}status/{}/", prefix_, d.seq);
+    store_->set(base + std::to_string(rank_), rdzv::as_bytes(fmt::format("in {} ({})", d.text(), waiting)));
+    const auto until = Clock::now() + std::min<std::chrono::milliseconds>(timeout_ / 4, std::chrono::seconds(2));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size(); ++r) keys.push_back(base + std::to_string(r));
+    while (Clock::now() < until && !store_->check(keys)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank_) continue;
+      std::string k[1] = {keys[static_cast<std::size_t>(r)]};
+      if (store_->check(k))
+        where += fmt::format("; rank {}: {}", world(r),
+                             rdzv::to_string(store_->get(k[0], std::chrono::milliseconds(1000))));
+      else
+        where += fmt::format("; rank {}: no report (never reached call #{}, or dead)", world(r), d.seq);
+    }
+  } catch (...) {
+  }
+  throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("{} timed out after {} on rank {}, {}{}", d.text(),
+                                                  seconds_text(timeout_), world(rank_), waiting, where));
+}
+
+}  // namespace dtrain::coll::tcp

@@ -1,0 +1,275 @@
+// TCP mesh setup: listen on the advertised address, publish it, then connect to every lower rank
+// (retrying while it is not listening yet) and accept every higher one, each connection opened by a
+// greeting that names the connecting rank. Bounded by the timeout; every failure names the peer's
+// rank, host, address and port.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "dtrain/common/log.hpp"
+#include "dtrain/common/params.hpp"
+#include "dtrain/rendezvous/client.hpp"
+#include "mesh.hpp"
+
+namespace dtrain::coll::tcp {
+namespace {
+
+constexpr std::uint32_t kHello = 0x6c6c6548;  // "Hell"
+
+struct Hello {
+  std::uint32_t magic;
+  std::int32_t rank;
+  std::int32_t size;
+  std::int32_t pad;
+};
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+void tune(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+std::string numeric(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+  else
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
+  return buf;
+}
+
+// Blocking-with-deadline read/write of whole buffers on a non-blocking socket (setup only).
+bool io_all(int fd, void* buf, std::size_t len, bool write, Clock::time_point deadline) {
+  auto* p = static_cast<std::uint8_t*>(buf);
+  while (len > 0) {
+    ssize_t k = write ? ::send(fd, p, len, MSG_NOSIGNAL) : ::recv(fd, p, len, 0);
+    if (k > 0) {
+      p += k;
+      len -= static_cast<std::size_t>(k);
+      continue;
+    }
+    if (k == 0) return false;
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (Clock::now() >= deadline) {
+      errno = ETIMEDOUT;
+      return false;
+    }
+    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
+    ::poll(&pfd, 1, ms_left(deadline));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string resolve_advertise_host(const std::string& configured, rdzv::Store* store) {
+  std::string host = configured;
+  if (host.empty()) host = param_string("DTRAIN_SOCKET_ADDR");
+  if (host.empty())
+    if (const char* v = std::getenv("DTRAIN_LOCAL_ADDR"); v != nullptr) host = v;
+  if (host.empty())
+    if (auto* ts = dynamic_cast<rdzv::TcpStore*>(store)) host = ts->local_address();
+  if (host.empty()) host = "127.0.0.1";
+  return host;
+}
+
+Mesh::Mesh(const Options& o)
+    : members_(o.members),
+      rank_(o.rank),
+      store_(o.store),
+      prefix_(o.key_prefix),
+      timeout_(o.timeout),
+      chunk_bytes_(std::max<std::size_t>(o.chunk_bytes, 4096)),
+      pairs_(o.members.size()) {
+  DTRAIN_CHECK(rank_ >= 0 && rank_ < size(), "rank {} of {}", rank_, size());
+  listen_on(o.advertise_host);
+  try {
+    const auto deadline = Clock::now() + timeout_;
+    read_addresses();
+    connect_lower(deadline);
+    accept_higher(deadline);
+  } catch (...) {
+    close_all();
+    throw;
+  }
+  DTRAIN_DEBUG(coll, "TCP engine: rank {} connected to {} peers", world(rank_), size() - 1);
+}
+
+Mesh::~Mesh() { close_all(); }
+
+void Mesh::close_all() noexcept {
+  for (auto& p : pairs_)
+    if (p.fd >= 0) {
+      ::close(p.fd);
+      p.fd = -1;
+    }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+std::string Mesh::peer_text(int r) const {
+  const Pair& p = pairs_[static_cast<std::size_t>(r)];
+  if (p.host == p.addr || p.host.empty())
+    return fmt::format("rank {} (address {}, port {})", world(r), p.addr, p.port);
+  return fmt::format("rank {} (host {}, address {}, port {})", world(r), p.host, p.addr, p.port);
+}
+
+// Listens on the advertised address and publishes it (the listener exists before the record does).
+void Mesh::listen_on(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "0", &hints, &res); rc != 0)
+    throw CollError(DTRAIN_ERR_CONFIG,
+                    fmt::format("TCP engine: cannot resolve the address to advertise '{}' ({}); set DTRAIN_SOCKET_ADDR "
+                                "to an address of this host",
+                                host, ::gai_strerror(rc)));
+  int err = 0;
+  for (addrinfo* a = res; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, std::max(size(), 16)) == 0) {
+      listen_fd_ = fd;
+    } else {
+      err = errno;
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(res);
+  if (listen_fd_ < 0)
+    throw CollError(DTRAIN_ERR_SYSTEM, fmt::format("TCP engine: rank {} cannot listen on {}: {}; set DTRAIN_SOCKET_ADDR "
+                                                   "to an address of this host",
+                                                   world(rank_), host, errno_text(err)));
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &sl);
+  const int port = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                                 : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  set_nonblocking(listen_fd_);
+  const std::string me = fmt::format("{} {} {}", numeric(ss), port, host);
+  try {
+    store_->set(prefix_ + "tcp/" + std::to_string(rank_), rdzv::as_bytes(me));
+  } catch (...) {
+    close_all();
+    throw;
+  }
+}
+
+// Everyone's address first (their listeners exist before they publish).
+void Mesh::read_addresses() {
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank_) continue;
+    std::string v;
+    try {
+      v = rdzv::to_string(store_->get(prefix_ + "tcp/" + std::to_string(r), timeout_));
+    } catch (const TimeoutError&) {
+      throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("TCP engine setup: rank {} never published its address within "
+                                                      "{} (did it start and call init?)",
+                                                      world(r), seconds_text(timeout_)));
+    }
+    char addr[256] = {}, host[256] = {};
+    int port = 0;
+    if (std::sscanf(v.c_str(), "%255s %d %255s", addr, &port, host) < 2)
+      throw CollError(DTRAIN_ERR_INTERNAL,
+                      fmt::format("TCP engine: bad address record '{}' for rank {}", v, world(r)));
+    auto& p = pairs_[static_cast<std::size_t>(r)];
+    p.addr = addr;
+    p.port = port;
+    p.host = host;
+  }
+}
+
+void Mesh::connect_lower(Clock::time_point deadline) {
+  for (int r = 0; r < rank_; ++r) {
+    auto& p = pairs_[static_cast<std::size_t>(r)];
+    int attempts = 0;
+    int err = 0;
+    for (;;) {
+      ++attempts;
+      addrinfo hints{};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+      addrinfo* res = nullptr;
+      if (::getaddrinfo(p.addr.c_str(), std::to_string(p.port).c_str(), &hints, &res) != 0 || res == nullptr)
+        throw CollError(DTRAIN_ERR_CONFIG, fmt::format("TCP engine: rank {} cannot parse the address of {}",
+                                                       world(rank_), peer_text(r)));
+      int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
+      err = errno;
+      ::freeaddrinfo(res);
+      if (rc == 0) {
+        tune(fd);
+        set_nonblocking(fd);
+        Hello h{kHello, rank_, size(), 0};
+        if (!io_all(fd, &h, sizeof h, true, deadline)) {
+          err = errno;
+          ::close(fd);
+          throw CollError(DTRAIN_ERR_PEER, fmt::format("TCP engine: rank {} could not greet {}: {}", world(rank_),
+                                                       peer_text(r), errno_text(err)));
+        }
+        p.fd = fd;
+        break;
+      }
+      if (fd >= 0) ::close(fd);
+      if (Clock::now() >= deadline)
+        throw CollError(DTRAIN_ERR_PEER,
+                        fmt::format("TCP engine: rank {} cannot connect to {}: {} ({} attempts in {}); check that "
+                                    "the address is reachable from this host or set DTRAIN_SOCKET_ADDR on that rank",
+                                    world(rank_), peer_text(r), errno_text(err), attempts, seconds_text(timeout_)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, 5 * attempts)));
+    }
+  }
+}
+
+void Mesh::accept_higher(Clock::time_point deadline) {
+  int pending = size() - 1 - rank_;
+  while (pending > 0) {
+    pollfd pfd{listen_fd_, POLLIN, 0};
+    ::poll(&pfd, 1, ms_left(deadline));
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (Clock::now() >= deadline) {
+        std::string missing;
+        for (int r = rank_ + 1; r < size(); ++r)
+          if (pairs_[static_cast<std::size_t>(r)].fd < 0)
+            missing += fmt::format("{}{}", missing.empty() ? "" : ", ", world(r));
+        throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("TCP engine setup: ranks [{}] did not connect to rank {} "
+                                                        "within {}",
+                                                        missing, world(rank_), seconds_text(timeout_)));
+      }
+      continue;
+    }
+    tune(fd);
+    Hello h{};
+    if (!io_all(fd, &h, sizeof h, false, deadline) || h.magic != kHello || h.size != size() || h.rank <= rank_ ||
+        h.rank >= size() || pairs_[static_cast<std::size_t>(h.rank)].fd >= 0) {
+      DTRAIN_WARN(coll, "TCP engine: rank {} dropped a connection with a bad greeting", world(rank_));
+      ::close(fd);
+      continue;
+    }
+    pairs_[static_cast<std::size_t>(h.rank)].fd = fd;
+    --pending;
+  }
+}
+
+}  // namespace dtrain::coll::tcp
