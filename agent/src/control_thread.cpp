@@ -32,10 +32,15 @@ AgentHooks ControlThread::hooks() {
   return h;
 }
 
-void ControlThread::start(Agent& agent, int master_port) {
-  agent_ = &agent;
-  push(bridge::Joined{0, master_port});
+void ControlThread::start(Agent* agent) {
+  agent_ = agent;
+  push(bridge::Joined{0, first_.master_port});
   thread_ = std::thread([this] { loop(); });
+}
+
+void ControlThread::agent_failed(const std::exception& e) {
+  if (!thread_.joinable()) start(nullptr);
+  agent_done(exit_status_of(e), e.what());
 }
 
 void ControlThread::agent_done(int code, std::string reason) {
@@ -94,7 +99,7 @@ std::optional<bridge::Input> ControlThread::perform(const bridge::Action& a) {
   if (auto* x = std::get_if<bridge::StartMonitoring>(&a)) return start_monitoring(x->generation);
   if (auto* x = std::get_if<bridge::Rejoin>(&a)) return rejoin(x->generation);
   if (auto* x = std::get_if<bridge::ExitBarrier>(&a)) return exit_barrier(x->limit);
-  if (auto* x = std::get_if<bridge::Post>(&a)) agent_->post(x->event);
+  if (auto* x = std::get_if<bridge::Post>(&a); x != nullptr && agent_ != nullptr) agent_->post(x->event);
   if (auto* x = std::get_if<bridge::Publish>(&a)) session_->set_local_state(x->state, x->running, 0, x->generation);
   if (auto* x = std::get_if<bridge::Report>(&a)) report(*x);
   if (auto* x = std::get_if<bridge::End>(&a)) end(*x);

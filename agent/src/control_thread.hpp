@@ -8,9 +8,11 @@
 //
 //   ControlThread ct(std::move(session), cfg, first_join, progress_mode, stderr_fd);
 //   Agent agent(options, ct.hooks());
-//   ct.start(agent, first_join.self.master_port);
+//   ct.start(&agent);
 //   ct.agent_done(agent.run(), agent.result().reason);
 //   return ct.wait();   // the node's exit status; the thread is joined
+// The Agent must outlive wait(). When constructing or running it throws, agent_failed() still
+// tells the other nodes (as rank -1) before the error goes on.
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -37,10 +39,13 @@ class ControlThread {
 
   // The Agent's hooks: they enqueue its state changes and local failures.
   AgentHooks hooks();
-  // Starts the thread: monitoring of generation 0, then the go for `agent`.
-  void start(Agent& agent, int master_port);
-  // Agent::run() returned `code` (or threw: its exit status and text). Any thread, once.
+  // Starts the thread: monitoring of generation 0, then the go for `agent` (null: there is none).
+  void start(Agent* agent);
+  // Agent::run() returned `code`. Any thread, once.
   void agent_done(int code, std::string reason);
+  // Constructing or running the Agent threw `e`: starts the thread if need be, then agent_done()
+  // with the error's exit status and text.
+  void agent_failed(const std::exception& e);
   // Joins the thread; this node's exit status.
   int wait();
 

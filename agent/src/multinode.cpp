@@ -8,6 +8,8 @@
 // heartbeat and watcher threads; all are joined before run_multinode() returns or throws.
 #include "dtrain/agent/multinode.hpp"
 
+#include <optional>
+
 #include "control_thread.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
@@ -35,17 +37,17 @@ int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
               first.self.master_addr, first.self.master_port);
 
   ControlThread control(std::move(session), cfg, first, options.progress, options.output.stderr_fd);
-  Agent agent(std::move(options), control.hooks());
-  control.start(agent, first.self.master_port);
-  int code;
+  std::optional<Agent> agent;  // outlives control.wait(): the control thread posts to it
   try {
-    code = agent.run();
+    agent.emplace(std::move(options), control.hooks());
+    control.start(&*agent);
+    int code = agent->run();
+    control.agent_done(code, agent->result().reason);
   } catch (const std::exception& e) {
-    control.agent_done(exit_status_of(e), e.what());
+    control.agent_failed(e);  // the other nodes hear it as this node's failure, not as a loss
     control.wait();
     throw;
   }
-  control.agent_done(code, agent.result().reason);
   return control.wait();
 }
 

@@ -121,7 +121,8 @@ std::vector<Action> SessionBridge::on_local_failure(const LocalFailure& in) {
   if (phase_ != Phase::running || in.generation != generation_) return {};
   const WorkerExit& w = in.exit;
   // the other nodes must hear of it before anything else: it is the root cause everywhere
-  return {Report{w.rank, w.signal != 0 ? 0 : w.status(), w.signal, fmt::format("local rank {}, pid {}", w.local_rank, w.pid)}};
+  std::string where = fmt::format("local rank {}, pid {}", w.local_rank, w.pid);
+  return {Report{w.rank, w.signal != 0 ? 0 : w.status(), w.signal, where}};
 }
 
 std::vector<Action> SessionBridge::on_job_event(const JobEvent& in) {

@@ -188,7 +188,8 @@ Frame TcpStore::recv_frame(Clock::time_point deadline) {
       throw IoError(fmt::format("rendezvous {}: bad reply: {}", endpoint(), e.what()));
     }
     if (closed_.load()) throw IoError(fmt::format("rendezvous {}: connection closed", endpoint()));
-    if (!wait_ready(POLLIN, deadline)) throw IoError(fmt::format("rendezvous {}: no reply within the deadline (server stalled?)", endpoint()));
+    if (!wait_ready(POLLIN, deadline))
+      throw IoError(fmt::format("rendezvous {}: no reply within the deadline (server stalled?)", endpoint()));
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK))
       throw IoError(fmt::format("rendezvous {}: the server closed the connection{}", endpoint(),

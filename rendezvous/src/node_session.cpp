@@ -246,8 +246,8 @@ std::optional<Event> NodeSession::leave(milliseconds timeout) {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, kGrace, [&] { return root_.has_value() || watch_ended_; });
     if (root_) return root_;
-    throw NodeLostError(-1, session_->endpoint(),
-                        fmt::format("lost the rendezvous at {} in the exit barrier: {}", session_->endpoint(), e.what()));
+    std::string where = session_->endpoint();
+    throw NodeLostError(-1, where, fmt::format("lost the rendezvous at {} in the exit barrier: {}", where, e.what()));
   }
 }
 

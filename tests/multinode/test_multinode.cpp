@@ -229,6 +229,18 @@ TEST_CASE("a command that cannot run on node 1: every node exits 127 with that c
   CHECK(j.no_workers_left());
 }
 
+TEST_CASE("an agent that cannot start on node 1 (no such workdir): every node exits 2 with its message") {
+  Job j(2, 1, "exec sleep 60", R"(, "restart": {"max_restarts": 2})");
+  Node n0 = j.node(0), n1 = j.node(1, {"--set", "/workdir=/nonexistent/dtrain-test"});
+  CHECK_MESSAGE(finish(n1, 60) == 2, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 2, err_of(n0));
+  std::string e0 = err_of(n0);
+  CHECK_MESSAGE(e0.find("node 1") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("workdir '/nonexistent/dtrain-test'") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("lost") == std::string::npos, e0);
+  CHECK(j.no_workers_left());
+}
+
 TEST_CASE("a dedicated `dtrain rendezvous serve` host: node 0 joins it instead of serving") {
   Job j(2, 1, "exit 0");
   std::vector<std::string> argv{DTRAIN_BIN, "rendezvous", "serve", "--listen", fmt::format("127.0.0.1:{}", j.port),

@@ -180,6 +180,18 @@ TEST_SUITE("rendezvous::client") {
 
   TEST_CASE("a Canceller abandons connect_store: retries, a silent host's handshake; not a connected store") {
     auto cancel = std::make_shared<Canceller>();
+    // connect_store(c) with the canceller raised 300 ms in: Cancelled, long before any timeout
+    auto cancelled_soon = [&](ClientOptions c) {
+      c.cancel = cancel;
+      auto t0 = std::chrono::steady_clock::now();
+      std::thread t([&] {
+        std::this_thread::sleep_for(300ms);
+        cancel->raise();
+      });
+      CHECK_THROWS_AS(connect_store(c), Cancelled);
+      t.join();
+      CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+    };
     SUBCASE("raised before: at once") {
       TestServer srv;
       ClientOptions c = srv.client();
@@ -192,15 +204,7 @@ TEST_SUITE("rendezvous::client") {
       c.host = "127.0.0.1";
       c.port = dtrain::net::pick_free_port("127.0.0.1");
       c.connect_timeout = 20s;
-      c.cancel = cancel;
-      auto t0 = std::chrono::steady_clock::now();
-      std::thread t([&] {
-        std::this_thread::sleep_for(300ms);
-        cancel->raise();
-      });
-      CHECK_THROWS_AS(connect_store(c), Cancelled);
-      t.join();
-      CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+      cancelled_soon(c);
     }
     SUBCASE("raised while a listener never answers the handshake") {
       int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -214,15 +218,7 @@ TEST_SUITE("rendezvous::client") {
       ClientOptions c;
       c.host = "127.0.0.1";
       c.port = ntohs(a.sin_port);
-      c.cancel = cancel;
-      auto t0 = std::chrono::steady_clock::now();
-      std::thread t([&] {
-        std::this_thread::sleep_for(300ms);
-        cancel->raise();
-      });
-      CHECK_THROWS_AS(connect_store(c), Cancelled);
-      t.join();
-      CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+      cancelled_soon(c);
       ::close(fd);
     }
     SUBCASE("raised after the connect: the store keeps working") {
