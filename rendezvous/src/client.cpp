@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,8 +59,22 @@ void check_value(std::string_view key, std::size_t n) {
 
 std::int64_t clamp_ms(milliseconds t) { return t.count() < 0 ? 0 : t.count(); }
 
-// One connect attempt to one address, non-blocking with a deadline. Returns fd or -1 with errno.
-int try_connect(const addrinfo* ai, Clock::time_point deadline) {
+// poll() for `events` on fd until the deadline, also watching a Canceller's fd (-1: none).
+// 1: ready; 0: the deadline passed; -1: cancelled; errors other than EINTR count as ready (the
+// following send/recv/getsockopt reports them).
+int poll_until(int fd, short events, int cancel_fd, Clock::time_point deadline) {
+  pollfd p[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
+  for (;;) {
+    int rc = ::poll(p, cancel_fd >= 0 ? 2 : 1, remaining_ms(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (cancel_fd >= 0 && p[1].revents != 0) return -1;
+    return rc == 0 ? 0 : 1;
+  }
+}
+
+// One connect attempt to one address, non-blocking with a deadline. Returns fd or -1 with errno;
+// -1 with errno ECANCELED when cancel_fd became readable.
+int try_connect(const addrinfo* ai, Clock::time_point deadline, int cancel_fd) {
   int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
   if (fd < 0) return -1;
   if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) return fd;
@@ -69,21 +84,18 @@ int try_connect(const addrinfo* ai, Clock::time_point deadline) {
     errno = e;
     return -1;
   }
-  pollfd p{fd, POLLOUT, 0};
-  int rc;
-  do rc = ::poll(&p, 1, remaining_ms(deadline));
-  while (rc < 0 && errno == EINTR);
-  if (rc == 0) {
+  int rc = poll_until(fd, POLLOUT, cancel_fd, deadline);
+  if (rc <= 0) {
     ::close(fd);
-    errno = ETIMEDOUT;
+    errno = rc == 0 ? ETIMEDOUT : ECANCELED;
     return -1;
   }
   int err = 0;
   socklen_t len = sizeof err;
   ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  if (rc < 0 || err != 0) {
+  if (err != 0) {
     ::close(fd);
-    errno = err != 0 ? err : errno;
+    errno = err;
     return -1;
   }
   return fd;
@@ -106,7 +118,25 @@ int try_connect(const addrinfo* ai, Clock::time_point deadline) {
   }
 }
 
+Canceller::Canceller() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (fd_ < 0) throw IoError(fmt::format("eventfd: {}", errno_text(errno)));
+}
+
+Canceller::~Canceller() { ::close(fd_); }
+
+void Canceller::raise() noexcept {
+  if (raised_.exchange(true)) return;
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(fd_, &one, sizeof one);
+}
+
 TcpStore::TcpStore(ClientOptions opts) : opts_(std::move(opts)) {}
+
+bool TcpStore::wait_ready(short events, Clock::time_point deadline) {
+  int rc = poll_until(fd_, events, cancel_fd_, deadline);
+  if (rc < 0) throw Cancelled(fmt::format("rendezvous {}: connect cancelled", endpoint()));
+  return rc > 0;
+}
 
 TcpStore::~TcpStore() {
   if (fd_ >= 0) ::close(fd_);
@@ -140,9 +170,7 @@ void TcpStore::send_frame(const Frame& f, Clock::time_point deadline) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd_, POLLOUT, 0};
-      int rc = ::poll(&p, 1, remaining_ms(deadline));
-      if (rc == 0)
+      if (!wait_ready(POLLOUT, deadline))
         throw IoError(fmt::format("rendezvous {}: send of a {} request stalled (server not reading)", endpoint(),
                                   wire::op_name(f.op)));
       continue;
@@ -160,10 +188,8 @@ Frame TcpStore::recv_frame(Clock::time_point deadline) {
       throw IoError(fmt::format("rendezvous {}: bad reply: {}", endpoint(), e.what()));
     }
     if (closed_.load()) throw IoError(fmt::format("rendezvous {}: connection closed", endpoint()));
-    pollfd p{fd_, POLLIN, 0};
-    int rc = ::poll(&p, 1, remaining_ms(deadline));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc == 0) throw IoError(fmt::format("rendezvous {}: no reply within the deadline (server stalled?)", endpoint()));
+    if (!wait_ready(POLLIN, deadline))
+      throw IoError(fmt::format("rendezvous {}: no reply within the deadline (server stalled?)", endpoint()));
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK))
       throw IoError(fmt::format("rendezvous {}: the server closed the connection{}", endpoint(),
@@ -245,10 +271,13 @@ std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
   if (opts.host.empty() || opts.port <= 0 || opts.port > 65535)
     throw ConfigError(fmt::format("rendezvous address '{}:{}' is not HOST:PORT", opts.host, opts.port));
   std::unique_ptr<TcpStore> s(new TcpStore(opts));
+  s->cancel_fd_ = opts.cancel ? opts.cancel->fd() : -1;
+  auto cancelled = [&] { return Cancelled(fmt::format("rendezvous {}: connect cancelled", s->endpoint())); };
   auto deadline = Clock::now() + opts.connect_timeout;
   milliseconds backoff{50};
   std::string last_error;
   for (;;) {
+    if (opts.cancel && opts.cancel->raised()) throw cancelled();
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -259,10 +288,14 @@ std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
       last_error = fmt::format("cannot resolve host '{}': {}", opts.host, ::gai_strerror(g));
     } else {
       for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-        int fd = try_connect(ai, deadline);
+        int fd = try_connect(ai, deadline, s->cancel_fd_);
         if (fd >= 0) {
           s->fd_ = fd;
           break;
+        }
+        if (errno == ECANCELED) {
+          ::freeaddrinfo(res);
+          throw cancelled();
         }
         last_error = errno_text(errno);
       }
@@ -273,7 +306,11 @@ std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
       throw IoError(fmt::format("cannot reach the rendezvous at {} within {} ms: {}; is the store (node 0's agent or "
                                 "`dtrain rendezvous serve`) running there?",
                                 s->endpoint(), opts.connect_timeout.count(), last_error));
-    std::this_thread::sleep_for(backoff);
+    if (s->cancel_fd_ >= 0) {
+      if (poll_until(s->cancel_fd_, POLLIN, -1, Clock::now() + backoff) != 0) throw cancelled();
+    } else {
+      std::this_thread::sleep_for(backoff);
+    }
     backoff = std::min(backoff * 2, milliseconds(1000));
   }
   int one = 1;
@@ -283,6 +320,7 @@ std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
   if (::getsockname(s->fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
     s->local_addr_ = sockaddr_text(reinterpret_cast<sockaddr*>(&ss));
   s->handshake();
+  s->cancel_fd_ = -1;  // connected: from here on TcpStore::close() breaks a blocked call
   DTRAIN_DEBUG(rdzv, "connected to rendezvous {} as '{}' (run '{}', generation {}, local address {})", s->endpoint(),
                opts.client_name, opts.run_id, opts.generation, s->local_addr_);
   return s;

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <exception>
+
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/net.hpp"
@@ -26,7 +28,8 @@ std::string JoinProgress::line() const {
                      elapsed.count() / 1000, timeout.count() / 1000);
 }
 
-NodeSession::NodeSession(NodeSessionOptions opts) : opts_(std::move(opts)) {
+NodeSession::NodeSession(NodeSessionOptions opts)
+    : opts_(std::move(opts)), join_cancel_(std::make_shared<Canceller>()) {
   if (opts_.instances < 1) throw ConfigError(fmt::format("instances {} must be at least 1", opts_.instances));
   if (opts_.node_rank >= opts_.instances)
     throw ConfigError(fmt::format("node rank {} is out of range for {} nodes (0-{})", opts_.node_rank, opts_.instances,
@@ -38,14 +41,25 @@ NodeSession::NodeSession(NodeSessionOptions opts) : opts_(std::move(opts)) {
 
 NodeSession::~NodeSession() { close_all(); }
 
-JoinResult NodeSession::join(const ProgressFn& progress) {
-  close_all();  // a second join replaces the first membership
-  ClientOptions co = opts_.store;
-  if (co.client_name.empty()) co.client_name = fmt::format("agent {}", opts_.host);
-  // Other nodes may start long before node 0 serves the store: keep trying for the join timeout.
-  co.connect_timeout = std::max(co.connect_timeout, opts_.join_timeout);
+// Connects the join's connection and registers it for cancel_join().
+std::unique_ptr<TcpStore> NodeSession::connect_for_join(const ClientOptions& co) {
+  auto cancelled = [&] {
+    return Cancelled(fmt::format("joining the rendezvous at {}: cancelled", net::endpoint_text(co.host, co.port)));
+  };
+  {
+    std::lock_guard lock(mu_);
+    if (join_cancelled_) throw cancelled();
+  }
   auto conn = connect_store(co);
-  std::string local = conn->local_address();
+  std::lock_guard lock(mu_);
+  if (join_cancelled_) throw cancelled();
+  joining_ = conn.get();
+  return conn;
+}
+
+// The join request and the rank table on `conn`; the progress frames feed `progress`.
+JoinResult NodeSession::run_join(TcpStore& conn, const ProgressFn& progress) {
+  std::string local = conn.local_address();
   std::string advertise = opts_.advertise_addr.empty() ? local : opts_.advertise_addr;
   int mport = opts_.master_port > 0 ? opts_.master_port : net::pick_free_port(advertise);
   Frame req(Op::join);
@@ -71,27 +85,52 @@ JoinResult NodeSession::join(const ProgressFn& progress) {
   };
   JoinResult r;
   try {
-    Frame reply = conn->call(req, opts_.join_timeout + kGrace, on_progress);
+    Frame reply = conn.call(req, opts_.join_timeout + kGrace, on_progress);
     r.self = unpack_join_reply(reply.bytes_at(0));
     if (opts_.fetch_table) {
-      Frame t = conn->call(Frame(Op::table), kOpTimeout);
+      Frame t = conn.call(Frame(Op::table), kOpTimeout);
       r.table.reserve(t.args.size());
       for (const auto& a : t.args) r.table.push_back(unpack_node_entry(a));
     }
   } catch (const wire::ProtocolError& e) {
-    throw IoError(fmt::format("rendezvous {}: bad join reply: {}", conn->endpoint(), e.what()));
+    throw IoError(fmt::format("rendezvous {}: bad join reply: {}", conn.endpoint(), e.what()));
   }
-  r.generation = co.generation;
   r.local_address = local;
+  return r;
+}
+
+JoinResult NodeSession::join(const ProgressFn& progress) {
+  close_all();  // a second join replaces the first membership
+  ClientOptions co = opts_.store;
+  if (co.client_name.empty()) co.client_name = fmt::format("agent {}", opts_.host);
+  // Other nodes may start long before node 0 serves the store: keep trying for the join timeout.
+  co.connect_timeout = std::max(co.connect_timeout, opts_.join_timeout);
+  co.cancel = join_cancel_;
+  auto conn = connect_for_join(co);
+  JoinResult r;
+  std::exception_ptr failed;
+  try {
+    r = run_join(*conn, progress);
+    r.generation = co.generation;
+  } catch (...) {
+    failed = std::current_exception();
+  }
   {
     std::lock_guard lock(mu_);
-    session_ = std::move(conn);
-    result_ = r;
-    root_.reset();
-    last_seq_ = 0;
-    finished_ = false;
-    server_lost_emitted_ = false;
+    joining_ = nullptr;
+    // a failure (or a success that raced the close) is cancel_join's doing: say so
+    if (join_cancelled_) throw Cancelled(fmt::format("joining the rendezvous at {}: cancelled", conn->endpoint()));
+    if (!failed) {
+      session_ = std::move(conn);
+      result_ = r;
+      root_.reset();
+      last_seq_ = 0;
+      finished_ = false;
+      in_barrier_ = false;
+      server_lost_emitted_ = false;
+    }
   }
+  if (failed) std::rethrow_exception(failed);
   DTRAIN_INFO(rdzv, "joined run '{}' generation {} as node {} of {} (world size {}, master {}:{})", co.run_id,
               co.generation, r.self.node_rank, r.self.nnodes, r.self.world_size, r.self.master_addr, r.self.master_port);
   return r;
@@ -100,7 +139,15 @@ JoinResult NodeSession::join(const ProgressFn& progress) {
 JoinResult NodeSession::rejoin(int generation, const ProgressFn& progress) {
   close_all();
   opts_.store.generation = generation;
+  if (result_.self.node_rank >= 0) opts_.node_rank = result_.self.node_rank;  // the rank the first join got
   return join(progress);
+}
+
+void NodeSession::cancel_join() {
+  std::lock_guard lock(mu_);
+  join_cancelled_ = true;
+  join_cancel_->raise();                    // connect retries and the handshake
+  if (joining_ != nullptr) joining_->close();  // the join barrier itself
 }
 
 void NodeSession::start_monitoring(EventFn on_event) {
@@ -111,21 +158,30 @@ void NodeSession::start_monitoring(EventFn on_event) {
   watcher_ = connect_store(co);
   {
     std::lock_guard lock(mu_);
-    stopping_ = false;
+    hb_stop_ = watch_stop_ = false;
+    watch_ended_ = false;
     on_event_ = std::move(on_event);
   }
   watch_thread_ = std::thread([this] { watch_loop(); });
   hb_thread_ = std::thread([this] { heartbeat_loop(); });
 }
 
-void NodeSession::stop_monitoring() {
+void NodeSession::stop_heartbeats() {
   {
     std::lock_guard lock(mu_);
-    stopping_ = true;
+    hb_stop_ = true;
   }
   cv_.notify_all();
-  if (watcher_) watcher_->close();
   if (hb_thread_.joinable()) hb_thread_.join();
+}
+
+void NodeSession::stop_monitoring() {
+  stop_heartbeats();
+  {
+    std::lock_guard lock(mu_);
+    watch_stop_ = true;
+  }
+  if (watcher_) watcher_->close();
   if (watch_thread_.joinable()) watch_thread_.join();
   watcher_.reset();
 }
@@ -156,16 +212,43 @@ void NodeSession::report_failure(int rank, int exit_code, int signal, const std:
   s->call(Frame(Op::report).i64(node).i64(rank).i64(exit_code).i64(signal).str(message.substr(0, 4000)), kOpTimeout);
 }
 
-void NodeSession::finish(milliseconds timeout) {
+std::optional<Event> NodeSession::finish(milliseconds timeout) {
   DTRAIN_CHECK(session_ != nullptr, "finish before join");
+  stop_heartbeats();
+  std::optional<Event> cause;
   {
     std::lock_guard lock(mu_);
     finished_ = true;  // from now on losing the server is expected (node 0 stops it)
-    stopping_ = true;
+    in_barrier_ = true;
+    cause = root_;     // a failure or loss of this generation already happened: no barrier to wait for
   }
-  cv_.notify_all();
-  if (hb_thread_.joinable()) hb_thread_.join();
-  session_->call(Frame(Op::leave).i64(timeout.count()), timeout + kGrace);
+  try {
+    if (!cause) cause = leave(timeout);
+  } catch (...) {
+    stop_monitoring();
+    throw;
+  }
+  stop_monitoring();
+  if (cause && cause->kind == "lost") throw NodeLostError(cause->node, cause->host, describe_event(*cause));
+  return cause;
+}
+
+// The leave request: nullopt once every node left, else the job event that ended the wait.
+std::optional<Event> NodeSession::leave(milliseconds timeout) {
+  try {
+    session_->call(Frame(Op::leave).i64(timeout.count()), timeout + kGrace);
+    return std::nullopt;
+  } catch (const TimeoutError&) {
+    throw;  // the server names the nodes that never finished
+  } catch (const Error& e) {
+    // Ended early: the watcher hears why at the same moment (the server fails the leavers and wakes
+    // the watchers together; emit() closes our connection on a failure), unless the server is gone.
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, kGrace, [&] { return root_.has_value() || watch_ended_; });
+    if (root_) return root_;
+    std::string where = session_->endpoint();
+    throw NodeLostError(-1, where, fmt::format("lost the rendezvous at {} in the exit barrier: {}", where, e.what()));
+  }
 }
 
 std::optional<Event> NodeSession::root_cause() const {
@@ -195,7 +278,11 @@ void NodeSession::emit(const Event& e) {
       if (server_lost_emitted_ || finished_) return;
       server_lost_emitted_ = true;
     }
-    if (!root_ && (e.kind == "failure" || e.kind == "lost")) root_ = e;
+    if (!root_ && (e.kind == "failure" || e.kind == "lost")) {
+      root_ = e;
+      if (in_barrier_ && session_) session_->close();  // ends the leave call at once
+      cv_.notify_all();
+    }
     fn = on_event_;
   }
   if (fn) {
@@ -210,8 +297,8 @@ void NodeSession::emit(const Event& e) {
 void NodeSession::heartbeat_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait_for(lock, opts_.heartbeat_interval, [&] { return stopping_; });
-    if (stopping_) return;
+    cv_.wait_for(lock, opts_.heartbeat_interval, [&] { return hb_stop_; });
+    if (hb_stop_) return;
     Frame hb(Op::heartbeat);
     hb.str(state_).i64(running_).i64(exited_).i64(restarts_);
     TcpStore* s = session_.get();
@@ -220,7 +307,7 @@ void NodeSession::heartbeat_loop() {
       s->call(hb, kOpTimeout);
     } catch (const Error& e) {
       lock.lock();
-      if (stopping_) return;
+      if (hb_stop_) return;
       lock.unlock();
       Event ev;
       ev.kind = "lost";
@@ -240,7 +327,7 @@ void NodeSession::watch_loop() {
     std::int64_t after;
     {
       std::lock_guard lock(mu_);
-      if (stopping_) return;
+      if (watch_stop_) return;
       after = last_seq_;
     }
     try {
@@ -251,8 +338,10 @@ void NodeSession::watch_loop() {
     } catch (const std::exception& e) {
       {
         std::lock_guard lock(mu_);
-        if (stopping_) return;
+        if (watch_stop_) return;
+        watch_ended_ = true;
       }
+      cv_.notify_all();
       Event ev;
       ev.kind = "lost";
       ev.node = -1;

@@ -229,6 +229,18 @@ TEST_CASE("a command that cannot run on node 1: every node exits 127 with that c
   CHECK(j.no_workers_left());
 }
 
+TEST_CASE("an agent that cannot start on node 1 (no such workdir): every node exits 2 with its message") {
+  Job j(2, 1, "exec sleep 60", R"(, "restart": {"max_restarts": 2})");
+  Node n0 = j.node(0), n1 = j.node(1, {"--set", "/workdir=/nonexistent/dtrain-test"});
+  CHECK_MESSAGE(finish(n1, 60) == 2, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 2, err_of(n0));
+  std::string e0 = err_of(n0);
+  CHECK_MESSAGE(e0.find("node 1") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("workdir '/nonexistent/dtrain-test'") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("lost") == std::string::npos, e0);
+  CHECK(j.no_workers_left());
+}
+
 TEST_CASE("a dedicated `dtrain rendezvous serve` host: node 0 joins it instead of serving") {
   Job j(2, 1, "exit 0");
   std::vector<std::string> argv{DTRAIN_BIN, "rendezvous", "serve", "--listen", fmt::format("127.0.0.1:{}", j.port),
@@ -297,6 +309,22 @@ TEST_CASE("a failure with a restart left: every node re-joins under generation 1
     CHECK(g1["MASTER_PORT"] != g0["MASTER_PORT"]);
   }
   CHECK(env_file(j.t.path / "env-0-1")["MASTER_PORT"] == env_file(j.t.path / "env-1-1")["MASTER_PORT"]);
+}
+
+TEST_CASE("SIGINT while re-joining for a restart: the agent exits 130 at once, nothing left waiting") {
+  // node 1 sits in a long backoff after its failure, so node 0 waits in the join of generation 1
+  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; exec sleep 60",
+        R"(, "restart": {"max_restarts": 1})");
+  Node n0 = j.node(0), n1 = j.node(1, {"--set", "/restart/backoff_s=30"});
+  REQUIRE(agent_test::wait_until([&] { return err_of(n0).find("restarting the group") != std::string::npos; }, 40));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // in the join barrier of generation 1
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(n0.pid, SIGINT);
+  CHECK_MESSAGE(finish(n0, 20) == 130, err_of(n0));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  ::kill(n1.pid, SIGTERM);
+  CHECK_MESSAGE(finish(n1, 30) == 143, err_of(n1));
+  CHECK(j.no_workers_left());
 }
 
 TEST_CASE("an agent SIGKILLed: the others exit with node_lost (69) naming it, and no worker survives") {

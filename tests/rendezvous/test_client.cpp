@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
 #include "helpers.hpp"
 
 using namespace rt;
@@ -175,5 +176,59 @@ TEST_SUITE("rendezvous::client") {
     });
     CHECK_THROWS_AS(s->get("x", 20s), IoError);
     t.join();
+  }
+
+  TEST_CASE("a Canceller abandons connect_store: retries, a silent host's handshake; not a connected store") {
+    auto cancel = std::make_shared<Canceller>();
+    // connect_store(c) with the canceller raised 300 ms in: Cancelled, long before any timeout
+    auto cancelled_soon = [&](ClientOptions c) {
+      c.cancel = cancel;
+      auto t0 = std::chrono::steady_clock::now();
+      std::thread t([&] {
+        std::this_thread::sleep_for(300ms);
+        cancel->raise();
+      });
+      CHECK_THROWS_AS(connect_store(c), Cancelled);
+      t.join();
+      CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+    };
+    SUBCASE("raised before: at once") {
+      TestServer srv;
+      ClientOptions c = srv.client();
+      cancel->raise();
+      c.cancel = cancel;
+      CHECK_THROWS_WITH_AS(connect_store(c), doctest::Contains("connect cancelled"), Cancelled);
+    }
+    SUBCASE("raised while retrying a refused connection") {
+      ClientOptions c;
+      c.host = "127.0.0.1";
+      c.port = dtrain::net::pick_free_port("127.0.0.1");
+      c.connect_timeout = 20s;
+      cancelled_soon(c);
+    }
+    SUBCASE("raised while a listener never answers the handshake") {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+      REQUIRE(::listen(fd, 4) == 0);
+      socklen_t len = sizeof a;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+      ClientOptions c;
+      c.host = "127.0.0.1";
+      c.port = ntohs(a.sin_port);
+      cancelled_soon(c);
+      ::close(fd);
+    }
+    SUBCASE("raised after the connect: the store keeps working") {
+      TestServer srv;
+      ClientOptions c = srv.client();
+      c.cancel = cancel;
+      auto s = connect_store(c);
+      cancel->raise();
+      s->set("k", as_bytes("v"));
+      CHECK(to_string(s->get("k", 1s)) == "v");
+    }
   }
 }

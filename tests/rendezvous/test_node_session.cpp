@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 #include "helpers.hpp"
 
@@ -303,4 +304,125 @@ TEST_SUITE("rendezvous::node_session") {
     CHECK_THROWS_WITH_AS(fut.get(), doctest::Contains("1 of 3 nodes joined; missing: node 0, node 2"), IoError);
   }
 
+}
+
+TEST_SUITE("rendezvous::node_session") {
+  TEST_CASE("exit barrier: a failure on another node ends the wait at once with that event") {
+    TestServer srv;
+    std::vector<std::unique_ptr<NodeSession>> s;
+    for (int i = 0; i < 3; ++i) s.push_back(std::make_unique<NodeSession>(node_opts(srv, 3, i, "h" + std::to_string(i))));
+    join_all(s);
+    for (auto& x : s) x->start_monitoring({});
+    auto t0 = std::chrono::steady_clock::now();
+    auto f0 = std::async(std::launch::async, [&] { return s[0]->finish(20s); });
+    std::this_thread::sleep_for(200ms);  // node 0 waits in the barrier
+    s[1]->report_failure(4, 5, 0, "late boom");
+    auto cause = f0.get();
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+    REQUIRE(cause.has_value());
+    CHECK(cause->kind == "failure");
+    CHECK(cause->node == 1);
+    CHECK(cause->rank == 4);
+    CHECK(cause->exit_code == 5);
+    // a node that calls finish() after the failure does not wait either
+    auto cause2 = s[2]->finish(20s);
+    REQUIRE(cause2.has_value());
+    CHECK(cause2->node == 1);
+  }
+
+  TEST_CASE("exit barrier: a node lost while waiting is named by a NodeLostError") {
+    TestServer srv;
+    std::vector<std::unique_ptr<NodeSession>> s;
+    for (int i = 0; i < 2; ++i) {
+      auto o = node_opts(srv, 2, i, "h" + std::to_string(i));
+      o.heartbeat_timeout = 0ms;  // only the closed connection reveals it
+      s.push_back(std::make_unique<NodeSession>(o));
+    }
+    join_all(s);
+    for (auto& x : s) x->start_monitoring({});
+    auto f0 = std::async(std::launch::async, [&] { return s[0]->finish(20s); });
+    std::this_thread::sleep_for(200ms);
+    s[1].reset();  // the agent dies without finishing
+    try {
+      f0.get();
+      FAIL("finish returned");
+    } catch (const NodeLostError& e) {
+      CHECK(e.node == 1);
+      CHECK(e.host == "h1");
+      CHECK(std::string(e.what()).find("node 1 (h1) lost") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("exit barrier: the rendezvous going away is a NodeLostError for node -1") {
+    auto srv = std::make_unique<TestServer>();
+    std::vector<std::unique_ptr<NodeSession>> s;
+    for (int i = 0; i < 2; ++i) s.push_back(std::make_unique<NodeSession>(node_opts(*srv, 2, i, "h" + std::to_string(i))));
+    join_all(s);
+    for (auto& x : s) x->start_monitoring({});
+    auto f0 = std::async(std::launch::async, [&] { return s[0]->finish(20s); });
+    std::this_thread::sleep_for(200ms);
+    srv->server->stop();
+    try {
+      f0.get();
+      FAIL("finish returned");
+    } catch (const NodeLostError& e) {
+      CHECK(e.node == -1);
+      CHECK(e.host == fmt::format("127.0.0.1:{}", srv->port()));
+    }
+  }
+
+  TEST_CASE("cancel_join ends a join waiting for missing nodes, and every later join") {
+    TestServer srv;
+    NodeSession s(node_opts(srv, 3, 0, "h0"));
+    auto t0 = std::chrono::steady_clock::now();
+    auto fut = std::async(std::launch::async, [&] { s.join(); });
+    for (int i = 0; i < 200; ++i) {
+      if (query_status(srv.client("job"), "job").joined == 1) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    s.cancel_join();
+    CHECK_THROWS_AS(fut.get(), Cancelled);
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+    CHECK_THROWS_AS(s.rejoin(1), Cancelled);
+  }
+
+  TEST_CASE("cancel_join ends a join still retrying to connect") {
+    int port = dtrain::net::pick_free_port("127.0.0.1");  // nothing listens there
+    NodeSessionOptions o;
+    o.store.host = "127.0.0.1";
+    o.store.port = port;
+    o.store.run_id = "job";
+    o.host = "h0";
+    o.node_rank = 0;
+    o.instances = 2;
+    o.join_timeout = 20s;
+    NodeSession s(o);
+    auto t0 = std::chrono::steady_clock::now();
+    auto fut = std::async(std::launch::async, [&] { s.join(); });
+    std::this_thread::sleep_for(300ms);
+    s.cancel_join();
+    CHECK_THROWS_WITH_AS(fut.get(), doctest::Contains("cancelled"), Cancelled);
+    CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  }
+
+  TEST_CASE("cancel_join leaves an established membership usable; rejoin keeps the assigned node rank") {
+    TestServer srv;
+    std::vector<std::unique_ptr<NodeSession>> s;
+    s.push_back(std::make_unique<NodeSession>(node_opts(srv, 2, -1, "ha")));
+    s.push_back(std::make_unique<NodeSession>(node_opts(srv, 2, -1, "hb")));
+    auto r = join_all(s);
+    std::vector<std::future<JoinResult>> fs;
+    for (auto& x : s) fs.push_back(std::async(std::launch::async, [&x] { return x->rejoin(1); }));
+    for (std::size_t i = 0; i < 2; ++i) {
+      auto again = fs[i].get();
+      CHECK(again.generation == 1);
+      CHECK(again.self.node_rank == r[i].self.node_rank);
+      CHECK(again.self.rank_offset == r[i].self.rank_offset);
+    }
+    s[0]->cancel_join();
+    for (auto& x : s) x->start_monitoring({});
+    std::vector<std::future<std::optional<Event>>> done;
+    for (auto& x : s) done.push_back(std::async(std::launch::async, [&x] { return x->finish(20s); }));
+    for (auto& f : done) CHECK_FALSE(f.get().has_value());
+  }
 }

@@ -11,7 +11,13 @@
 //   - job events of the session (a worker failure anywhere, a lost node, a lost rendezvous) enter
 //     the Agent through Agent::post; local failures leave through AgentHooks to the session;
 //     each restart re-joins under generation g+1 (fresh keys, fresh MASTER_PORT);
-//   - on success every agent passes the exit barrier, so the store outlives its last user.
+//   - on success every agent passes the exit barrier, so the store outlives its last user; a
+//     failure or a loss elsewhere ends the wait at once with that status.
+//
+// The parts (agent/src): node_config (settings, spec hash, rank table), node_role (serve or join),
+// join_line (the waiting line), session_bridge (the pure state machine between session and agent,
+// with the extension points for interrupts, stderr tails, spec mismatches and elastic membership),
+// control_thread (the one thread that runs it). Every thread is joined before run_multinode returns.
 //
 // Exit statuses (dtrain-launch(1)): the root cause's status on every node; 69 a node (or the
 // rendezvous) was lost; 75 the join or exit barrier timed out; 77 the token or run id was refused;
@@ -29,7 +35,8 @@ bool is_multinode(const config::Plan& plan);
 
 // Runs this node's agent as part of the job described by `options.plan` (the options as for a
 // single-node launch; the store fields are filled in here). Returns the exit status. Throws
-// ConfigError, AuthError or TimeoutError for failures before any worker started.
+// ConfigError, AuthError or TimeoutError for failures before any worker started, and what
+// Agent::run() throws (after telling the other nodes, as for a command that cannot run).
 int run_multinode(AgentOptions options, const MultiNodeOptions& mn = {});
 
 }  // namespace dtrain::agent

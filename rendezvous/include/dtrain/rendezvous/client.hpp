@@ -13,7 +13,8 @@
 //
 // Errors: AuthError (refused: wrong token, no token, wrong run id - the message names the reason),
 // TimeoutError (a get or barrier passed its timeout), IoError (connect failed, server gone, protocol
-// violation), ConfigError (a key or value over the wire limits, see wire.hpp).
+// violation), ConfigError (a key or value over the wire limits, see wire.hpp), Cancelled (another
+// thread raised the Canceller of ClientOptions while connect_store() was still connecting).
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -27,6 +28,30 @@
 
 namespace dtrain::rdzv {
 
+// Lets another thread abandon connect_store() while it retries a refused connection, waits for a
+// silent host or runs the handshake (NodeSession::cancel_join). One-shot: once raised it stays so.
+// Only the connect phase polls it; a connected store is broken with TcpStore::close().
+class Canceller {
+ public:
+  Canceller();  // throws IoError when no eventfd can be made
+  ~Canceller();
+  Canceller(const Canceller&) = delete;
+  Canceller& operator=(const Canceller&) = delete;
+  void raise() noexcept;  // thread-safe, idempotent
+  bool raised() const noexcept { return raised_.load(); }
+  int fd() const noexcept { return fd_; }  // readable once raised (for poll)
+
+ private:
+  int fd_ = -1;
+  std::atomic<bool> raised_{false};
+};
+
+// The connect was abandoned through a Canceller (not a network failure).
+class Cancelled : public IoError {
+ public:
+  using IoError::IoError;
+};
+
 struct ClientOptions {
   std::string host;
   int port = 0;
@@ -35,6 +60,7 @@ struct ClientOptions {
   int generation = 0;
   std::chrono::milliseconds connect_timeout{30000};
   std::string client_name;  // shown in server logs, e.g. "agent node 1" or "rank 3"
+  std::shared_ptr<Canceller> cancel;  // optional: raised elsewhere, connect_store() throws Cancelled
 };
 
 class TcpStore : public Store {
@@ -72,9 +98,12 @@ class TcpStore : public Store {
   void handshake();
   void send_frame(const wire::Frame& f, std::chrono::steady_clock::time_point deadline);
   wire::Frame recv_frame(std::chrono::steady_clock::time_point deadline);
+  // poll() on fd_ until ready (true) or the deadline (false); throws Cancelled while connecting.
+  bool wait_ready(short events, std::chrono::steady_clock::time_point deadline);
 
   ClientOptions opts_;
   int fd_ = -1;
+  int cancel_fd_ = -1;  // the Canceller's fd while connect_store() runs, else -1
   std::mutex mu_;
   std::atomic<bool> closed_{false};
   wire::Decoder decoder_;

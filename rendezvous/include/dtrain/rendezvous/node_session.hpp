@@ -10,25 +10,30 @@
 //   on a local worker failure: s.report_failure(rank, code, sig, last_lines);
 //   on_event(e) fires on EVERY node (the reporter included) for the failure or a lost node:
 //     stop workers; then either s.rejoin(generation + 1, progress) or exit with e as root cause.
-//   on success: s.finish(timeout);             // exit barrier: returns once every node finished
+//   on success: s.finish(timeout);             // exit barrier: returns once every node finished,
+//                                              // or the failure that ended the wait early
 //
 // Protocol (server side in server.cpp, docs/wire-protocol.md): the join uses its own connection,
 // which stays the node's session (heartbeats, reports, exit barrier); a second connection blocks in
 // `watch` so a job event reaches every agent at once. An agent whose session connection closes
 // without finishing, or that misses heartbeats for heartbeat_timeout, is declared lost by the server
 // and every agent's watcher wakes with a "lost" event. If this agent loses the server itself, it gets
-// a synthetic "lost" event with node -1 naming the rendezvous.
+// a synthetic "lost" event with node -1 naming the rendezvous. The watcher keeps running through the
+// exit barrier, so a failure or a loss elsewhere ends the wait at once (watch_loop is the only place
+// that waits for job events).
 //
 // Threading: join(), rejoin(), finish() and the destructor belong to one controlling thread (the
-// agent's). report_failure(), set_local_state(), root_cause(), result() are thread-safe. Callbacks:
-// `progress` runs on the thread that called join()/rejoin(); `on_event` runs on the session's watcher
-// thread, at most once per event, never while an internal lock is held: bridge it into a libuv loop
-// with uv_async_send. Do not call join()/rejoin()/finish() or destroy the session from inside a callback.
+// agent's). report_failure(), set_local_state(), root_cause(), result() are thread-safe, and so is
+// cancel_join(), which exists to break a join from another thread. Callbacks: `progress` runs on the
+// thread that called join()/rejoin(); `on_event` runs on the session's watcher thread, at most once
+// per event, never while an internal lock is held: hand it to the controlling thread (a queue, or
+// uv_async_send into a libuv loop). Do not call join()/rejoin()/finish() or destroy the session from
+// inside a callback.
 //
 // Errors: join/rejoin throw TimeoutError (barrier not complete; the message names missing node ranks
 // and the hosts that joined), JoinError (duplicate node rank, too many nodes, spec mismatch),
-// AuthError, IoError. finish() throws TimeoutError naming the nodes that never finished, or IoError
-// when a node was lost before the exit barrier.
+// AuthError, IoError, Cancelled (cancel_join()). finish() throws NodeLostError when a node or the
+// rendezvous was lost before every node finished, TimeoutError naming the nodes that never finished.
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -80,6 +85,17 @@ struct JoinProgress {
 using ProgressFn = std::function<void(const JoinProgress&)>;
 using EventFn = std::function<void(const Event&)>;
 
+// A node of the job (node >= 0, its host name in `host`) or the rendezvous itself (node -1, its
+// endpoint in `host`) was lost: an agent went silent or its connection closed without finishing.
+// The exit status of a lost node is exit_code::node_lost.
+class NodeLostError : public IoError {
+ public:
+  NodeLostError(int node_rank, std::string host_name, const std::string& what)
+      : IoError(what), node(node_rank), host(std::move(host_name)) {}
+  int node;
+  std::string host;
+};
+
 class NodeSession {
  public:
   explicit NodeSession(NodeSessionOptions opts);
@@ -88,9 +104,13 @@ class NodeSession {
   NodeSession& operator=(const NodeSession&) = delete;
 
   JoinResult join(const ProgressFn& progress = {});
-  // Stops monitoring, then joins again under `generation` (g+1 after a failure) with a fresh
-  // MASTER_PORT proposal: keys of the old generation are invisible to the new one.
+  // Stops monitoring, then joins again under `generation` (g+1 after a failure) as the same node
+  // rank, with a fresh MASTER_PORT proposal: keys of the old generation are invisible to the new one.
   JoinResult rejoin(int generation, const ProgressFn& progress = {});
+  // Any thread: the join or rejoin in progress, and every later one, throws Cancelled promptly
+  // (while connecting, in the handshake or in the barrier). An established membership is untouched:
+  // report_failure() and finish() still work. For an agent that stopped while waiting for the others.
+  void cancel_join();
   // Heartbeats every heartbeat_interval and watches job events; on_event as described above.
   void start_monitoring(EventFn on_event);
   void stop_monitoring();
@@ -98,8 +118,12 @@ class NodeSession {
   void set_local_state(std::string state, int running, int exited, int restarts);
   // Reports a failed worker; every agent (this one too) then sees a "failure" event.
   void report_failure(int rank, int exit_code, int signal, const std::string& message);
-  // Exit barrier; on success the node is "done" and its disconnect is not a loss.
-  void finish(std::chrono::milliseconds timeout);
+  // Exit barrier, after this node's work succeeded. Returns nullopt once every node finished (the
+  // node is "done": its disconnect is not a loss). Returns the failure event when another node's
+  // failure ends the wait (or had already happened in this generation: the barrier cannot complete).
+  // Throws NodeLostError for a lost node or rendezvous, TimeoutError naming the nodes that never
+  // finished. Heartbeats stop at once; monitoring stops before it returns.
+  std::optional<Event> finish(std::chrono::milliseconds timeout);
 
   // The first fatal event seen by this session in the current generation.
   std::optional<Event> root_cause() const;
@@ -108,19 +132,29 @@ class NodeSession {
   TcpStore& store();
 
  private:
+  std::unique_ptr<TcpStore> connect_for_join(const ClientOptions& co);
+  JoinResult run_join(TcpStore& conn, const ProgressFn& progress);
+  std::optional<Event> leave(std::chrono::milliseconds timeout);
+  void stop_heartbeats();
   void heartbeat_loop();
   void watch_loop();
   void emit(const Event& e);
   void close_all();
 
   NodeSessionOptions opts_;
+  std::shared_ptr<Canceller> join_cancel_;
   std::unique_ptr<TcpStore> session_;
   std::unique_ptr<TcpStore> watcher_;
   std::thread hb_thread_, watch_thread_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;
-  bool finished_ = false;
+  // under mu_:
+  bool hb_stop_ = false, watch_stop_ = false;
+  bool watch_ended_ = false;     // the watcher lost its connection
+  bool finished_ = false;        // in or past the exit barrier: losing the server is expected
+  bool in_barrier_ = false;      // finish() waits: a fatal event breaks the wait
+  TcpStore* joining_ = nullptr;  // the connection of a join in progress (cancel_join closes it)
+  bool join_cancelled_ = false;
   std::string state_ = "joined";
   int running_ = 0, exited_ = 0, restarts_ = 0;
   JoinResult result_;

@@ -1,0 +1,154 @@
+// ControlThread (control_thread.hpp): one queue in, the bridge's actions out.
+#include "control_thread.hpp"
+
+#include "dtrain/agent/output.hpp"
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/exit_codes.hpp"
+#include "dtrain/common/log.hpp"
+
+namespace dtrain::agent {
+
+ControlThread::ControlThread(std::unique_ptr<rdzv::NodeSession> session, const NodeConfig& cfg,
+                             const rdzv::JoinResult& first, int progress_mode, int stderr_fd)
+    : session_(std::move(session)),
+      machine_(bridge::BridgeConfig{first.self.node_rank, cfg.slots, cfg.endpoint, cfg.barrier_limit}),
+      first_(first.self),
+      endpoint_(cfg.endpoint),
+      line_(progress_mode, stderr_fd),
+      stderr_fd_(stderr_fd) {}
+
+ControlThread::~ControlThread() {
+  if (thread_.joinable()) {
+    agent_done(exit_code::internal, "the multi-node driver stopped");
+    thread_.join();
+  }
+  session_.reset();  // stops its threads (they enqueue here) before the queue goes
+}
+
+AgentHooks ControlThread::hooks() {
+  AgentHooks h;
+  h.on_state = [this](JobState s, int g) { push(bridge::AgentState{s, g}); };
+  h.on_local_failure = [this](const WorkerExit& w, int g) { push(bridge::LocalFailure{w, g}); };
+  return h;
+}
+
+void ControlThread::start(Agent* agent) {
+  agent_ = agent;
+  push(bridge::Joined{0, first_.master_port});
+  thread_ = std::thread([this] { loop(); });
+}
+
+void ControlThread::agent_failed(const std::exception& e) {
+  if (!thread_.joinable()) start(nullptr);
+  agent_done(exit_status_of(e), e.what());
+}
+
+void ControlThread::agent_done(int code, std::string reason) {
+  {
+    std::lock_guard lk(mu_);
+    if (done_posted_) return;
+    done_posted_ = true;
+  }
+  push(bridge::AgentDone{code, std::move(reason)});
+  // a re-join in progress waits for nodes that will never come for this node: end it now (a
+  // membership that is already established stays usable for the report and the exit barrier)
+  session_->cancel_join();
+}
+
+int ControlThread::wait() {
+  if (thread_.joinable()) thread_.join();
+  return status_;
+}
+
+void ControlThread::push(bridge::Input in) {
+  {
+    std::lock_guard lk(mu_);
+    inbox_.push_back(std::move(in));
+  }
+  cv_.notify_one();
+}
+
+bridge::Input ControlThread::pop() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [this] { return !inbox_.empty(); });
+  bridge::Input in = std::move(inbox_.front());
+  inbox_.pop_front();
+  return in;
+}
+
+void ControlThread::loop() {
+  while (!machine_.ended()) {
+    std::optional<bridge::Input> in = pop();
+    while (in) {
+      std::optional<bridge::Input> answer;
+      for (const auto& a : machine_.on(*in)) {
+        try {
+          answer = perform(a);
+        } catch (const std::exception& e) {  // a broken invariant: stop this node's job with it
+          DTRAIN_ERROR(agent, "multi-node driver: {}", e.what());
+          answer = bridge::JoinFailed{machine_.generation(), exit_code::internal, e.what()};
+        }
+        if (answer) break;  // an action that answers ends its batch: the answer decides what follows
+      }
+      in = std::move(answer);
+    }
+  }
+}
+
+std::optional<bridge::Input> ControlThread::perform(const bridge::Action& a) {
+  if (auto* x = std::get_if<bridge::StartMonitoring>(&a)) return start_monitoring(x->generation);
+  if (auto* x = std::get_if<bridge::Rejoin>(&a)) return rejoin(x->generation);
+  if (auto* x = std::get_if<bridge::ExitBarrier>(&a)) return exit_barrier(x->limit);
+  if (auto* x = std::get_if<bridge::Post>(&a); x != nullptr && agent_ != nullptr) agent_->post(x->event);
+  if (auto* x = std::get_if<bridge::Publish>(&a)) session_->set_local_state(x->state, x->running, 0, x->generation);
+  if (auto* x = std::get_if<bridge::Report>(&a)) report(*x);
+  if (auto* x = std::get_if<bridge::End>(&a)) end(*x);
+  return std::nullopt;
+}
+
+std::optional<bridge::Input> ControlThread::start_monitoring(int generation) {
+  try {
+    session_->start_monitoring([this, generation](const rdzv::Event& e) { push(bridge::JobEvent{e, generation}); });
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    bridge::JoinFailed f = bridge::join_failure(generation, e);
+    f.reason = fmt::format("watching the job's events: {}", f.reason);
+    return f;
+  }
+}
+
+std::optional<bridge::Input> ControlThread::rejoin(int generation) {
+  try {
+    rdzv::JoinResult r = join_with_line(*session_, generation, line_, endpoint_);
+    check_same_ranks(first_, r);
+    return bridge::Joined{generation, r.self.master_port};
+  } catch (const std::exception& e) {
+    return bridge::join_failure(generation, e);
+  }
+}
+
+std::optional<bridge::Input> ControlThread::exit_barrier(std::chrono::milliseconds limit) {
+  try {
+    return bridge::barrier_outcome(session_->finish(limit), endpoint_);
+  } catch (const std::exception& e) {
+    return bridge::barrier_failure(e);
+  }
+}
+
+void ControlThread::report(const bridge::Report& r) {
+  try {
+    session_->report_failure(r.rank, r.exit_code, r.signal, r.message);
+  } catch (const std::exception& e) {
+    if (r.rank < 0)
+      DTRAIN_WARN(agent, "cannot report this node's failure to the rendezvous: {}", e.what());
+    else
+      DTRAIN_WARN(agent, "cannot report the failure of rank {} to the rendezvous: {}", r.rank, e.what());
+  }
+}
+
+void ControlThread::end(const bridge::End& e) {
+  status_ = e.exit_code;
+  if (!e.message.empty()) write_all(stderr_fd_, "dtrain: " + e.message + "\n");
+}
+
+}  // namespace dtrain::agent

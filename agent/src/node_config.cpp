@@ -1,0 +1,117 @@
+// NodeConfig (node_config.hpp): a multi-node job's settings as this node sees them.
+#include "node_config.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/text.hpp"
+
+namespace dtrain::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds seconds_ms(double s) { return milliseconds(static_cast<std::int64_t>(s * 1000.0 + 0.5)); }
+
+std::string host_name(const config::Plan& plan) {
+  if (!plan.identity.host.empty()) return plan.identity.host;
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) == 0 && buf[0] != '\0') return buf;
+  return "localhost";
+}
+
+}  // namespace
+
+std::string spec_hash(const config::Plan& p) {
+  std::string key = text::join(p.spec.command, "\x1f");
+  key += fmt::format("\n{} {} {}", p.instances, p.procs_per_instance, p.world_size);
+  if (p.batch) key += fmt::format("\n{} {} {}", p.batch->global, p.batch->micro_batches, p.batch->epochs);
+  const auto& l = p.layout;
+  key += fmt::format("\n{} {} {} {} {}", l.pipeline, l.tensor, l.data, l.order_text(), p.schedule);
+  return fmt::format("{:016x}", text::fnv1a(key));
+}
+
+NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runtime_s, bool insecure,
+                       std::string token) {
+  const auto& rs = plan.spec.rendezvous;
+  NodeConfig c;
+  c.endpoint = plan.rdzv_endpoint;
+  c.ep = net::parse_host_port(c.endpoint, "rendezvous endpoint");
+  c.run_id = plan.run_id;
+  c.host = host_name(plan);
+  c.spec_hash = spec_hash(plan);
+  c.token = std::move(token);
+  c.insecure = insecure;
+  c.slots = plan.procs_per_instance;
+  c.instances = plan.instances;
+  c.join_timeout = seconds_ms(rs.join_timeout_s);
+  c.heartbeat = seconds_ms(rs.heartbeat_s);
+  c.heartbeat_timeout = seconds_ms(rs.heartbeat_timeout_s.value_or(3 * rs.heartbeat_s));
+  // as long as the slowest node may run: a failure or a lost node ends the wait sooner
+  c.barrier_limit = max_runtime_s ? seconds_ms(*max_runtime_s) + c.join_timeout
+                                  : std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 7));
+
+  auto src = plan.identity.field_sources.find("node_rank");
+  bool rank_known = src != plan.identity.field_sources.end() && src->second != "default";
+  c.node_rank = rank_known ? plan.identity.node_rank : -1;
+
+  if (c.token.empty() && !insecure && (plan.instances > 1 || !net::is_loopback_host(c.ep.host)))
+    throw ConfigError(fmt::format(
+        "this job spans {} node(s) through the rendezvous {} but has no token; set rendezvous.token_file, "
+        "--token-file FILE or DTRAIN_RDZV_TOKEN (the same on every node), or pass --insecure on a trusted network",
+        plan.instances, c.endpoint));
+  return c;
+}
+
+rdzv::NodeSessionOptions session_options(const NodeConfig& c, int generation) {
+  rdzv::NodeSessionOptions so;
+  so.store.host = c.ep.host;
+  so.store.port = c.ep.port;
+  so.store.token = c.token;
+  so.store.run_id = c.run_id;
+  so.store.generation = generation;
+  so.store.connect_timeout = c.join_timeout;
+  so.store.client_name = fmt::format("agent {}", c.host);
+  so.host = c.host;
+  so.node_rank = c.node_rank;
+  so.slots = c.slots;
+  so.instances = c.instances;
+  so.spec_hash = c.spec_hash;
+  so.join_timeout = c.join_timeout;
+  so.heartbeat_interval = c.heartbeat;
+  so.heartbeat_timeout = c.heartbeat_timeout;
+  return so;
+}
+
+void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConfig& c) {
+  auto& p = o.plan;
+  p.identity.node_rank = r.self.node_rank;
+  p.identity.instances = r.self.nnodes;
+  p.identity.master_addr = r.self.master_addr;
+  p.instances = r.self.nnodes;
+  p.world_size = r.self.world_size;
+  p.ranks.clear();
+  for (const auto& n : r.table)
+    for (int l = 0; l < n.slots; ++l) p.ranks.push_back({n.rank_offset + l, n.node_rank, l});
+  std::sort(p.ranks.begin(), p.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  o.plan_json = config::plan_to_json(p);
+  o.embed_store = false;
+  o.store_addr = c.endpoint;
+  o.store_token = c.token;
+  o.local_addr = r.local_address;
+  o.master_port = r.self.master_port;
+  o.external_start = true;
+}
+
+void check_same_ranks(const rdzv::JoinReply& first, const rdzv::JoinResult& r) {
+  if (r.self.node_rank != first.node_rank || r.self.rank_offset != first.rank_offset ||
+      r.self.world_size != first.world_size)
+    throw ConfigError(fmt::format("generation {}: the rank table changed (node {} offset {} world {}, was node {} "
+                                  "offset {} world {})",
+                                  r.generation, r.self.node_rank, r.self.rank_offset, r.self.world_size,
+                                  first.node_rank, first.rank_offset, first.world_size));
+}
+
+}  // namespace dtrain::agent

@@ -1,0 +1,56 @@
+#pragma once
+// This node's part of a multi-node job as data: how it reaches the rendezvous, what every node must
+// agree on (the spec hash), the NodeSession options of a generation, and how the rank table of the
+// join turns this node's plan into its share of the job. No sockets: tests/agent/test_node_config.cpp.
+//
+// Extension point (c), a spec/shape mismatch that names the differing fields: spec_hash() is the
+// one place that says what nodes must agree on; it becomes a digest of named fields the server can
+// compare field by field (the wire's join request carries it).
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "dtrain/agent/agent.hpp"
+#include "dtrain/common/net.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
+
+namespace dtrain::agent {
+
+struct NodeConfig {
+  std::string endpoint;  // the rendezvous "host:port" as the plan names it
+  net::HostPort ep;
+  std::string run_id;
+  std::string host;       // this node's name (rank tables, errors)
+  std::string spec_hash;  // what every node must present
+  std::string token;
+  bool insecure = false;
+  int node_rank = -1;     // -1: not known before the join (the rendezvous assigns one)
+  int slots = 1;          // local workers
+  int instances = 1;
+  std::chrono::milliseconds join_timeout{600000};
+  std::chrono::milliseconds heartbeat{5000};
+  std::chrono::milliseconds heartbeat_timeout{15000};
+  std::chrono::milliseconds barrier_limit{0};  // how long the exit barrier waits for the slowest node
+};
+
+// Reads the plan (rendezvous endpoint and timings, run id, identity) and the token already resolved
+// (rdzv::auth::resolve_token). Throws ConfigError for a malformed endpoint, or for a job without a
+// token that spans several nodes or names a non-loopback endpoint, unless `insecure`.
+NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runtime_s, bool insecure,
+                       std::string token);
+
+// What every node must agree on: command, cluster shape, batch (16 hex digits).
+std::string spec_hash(const config::Plan& plan);
+
+// The session of `generation` (its node rank: the one known before the join, or -1).
+rdzv::NodeSessionOptions session_options(const NodeConfig& c, int generation);
+
+// The first join's rank table becomes this node's plan and store settings: node rank, instances,
+// world size, every rank, MASTER_ADDR/PORT, the rendezvous as the workers' store, and a start that
+// waits for the go of each generation.
+void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConfig& c);
+
+// A re-join must hand this node the same place in the job; throws ConfigError naming both.
+void check_same_ranks(const rdzv::JoinReply& first, const rdzv::JoinResult& again);
+
+}  // namespace dtrain::agent

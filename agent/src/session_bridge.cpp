@@ -1,0 +1,185 @@
+// SessionBridge (session_bridge.hpp): job events in, agent events and session calls out.
+#include "session_bridge.hpp"
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/exit_codes.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
+
+namespace dtrain::agent::bridge {
+namespace {
+
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overload(F...) -> Overload<F...>;
+
+std::string late_message(int code, const std::string& reason) {
+  return fmt::format("the job failed after this node's workers finished (exit status {}): {}", code, reason);
+}
+
+}  // namespace
+
+std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& endpoint) {
+  Event ev;
+  ev.node_rank = e.node;
+  if (e.kind == "failure") {
+    // rank -1: that node's agent itself failed before any worker ran (its command cannot be executed
+    // there); a restart cannot mend that, so every node ends with its status
+    ev.kind = e.rank < 0 ? Event::Kind::abort : Event::Kind::peer_failed;
+    ev.exit_code = e.signal != 0 ? exit_code::signal_base + e.signal : e.exit_code;
+    ev.reason = "root cause: " + rdzv::describe_event(e);
+    return ev;
+  }
+  if (e.kind == "lost") {
+    ev.kind = Event::Kind::node_lost;
+    ev.exit_code = exit_code::node_lost;
+    ev.reason = e.node < 0 ? fmt::format("lost the rendezvous at {} (node 0's agent or the rendezvous host is gone): {}",
+                                         endpoint, e.message)
+                           : rdzv::describe_event(e);
+    return ev;
+  }
+  return std::nullopt;
+}
+
+BarrierDone barrier_outcome(const std::optional<rdzv::Event>& cause, const std::string& endpoint) {
+  if (!cause) return {exit_code::ok, ""};
+  auto ev = agent_event_for(*cause, endpoint);
+  if (!ev) return {exit_code::internal, fmt::format("exit barrier ended by a '{}' event", cause->kind)};
+  return {ev->exit_code != 0 ? ev->exit_code : 1, ev->reason};
+}
+
+BarrierDone barrier_failure(const std::exception& e) {
+  if (dynamic_cast<const rdzv::NodeLostError*>(&e) != nullptr)
+    return {exit_code::node_lost, fmt::format("exit barrier: {}", e.what())};
+  if (dynamic_cast<const TimeoutError*>(&e) != nullptr) return {exit_code::rdzv_timeout, e.what()};
+  return {exit_code::internal, fmt::format("exit barrier: {}", e.what())};
+}
+
+JoinFailed join_failure(int generation, const std::exception& e) {
+  if (dynamic_cast<const rdzv::Cancelled*>(&e) != nullptr) return {generation, 0, e.what(), true};
+  return {generation, exit_status_of(e), e.what(), false};
+}
+
+SessionBridge::Fate SessionBridge::fate(int generation) const {
+  if (generation > fate_generation_) return Fate::open;
+  return generation == fate_generation_ ? fate_ : Fate::self_stop;  // older ones: over, whatever they were
+}
+
+bool SessionBridge::decide(int generation, Fate f) {
+  if (fate(generation) != Fate::open) return false;
+  fate_generation_ = generation;
+  fate_ = f;
+  remote_.reset();
+  return true;
+}
+
+std::vector<Action> SessionBridge::on(const Input& in) {
+  if (phase_ == Phase::ended) return {};
+  return std::visit(Overload{
+                        [this](const AgentState& x) { return on_state(x); },
+                        [this](const LocalFailure& x) { return on_local_failure(x); },
+                        [this](const JobEvent& x) { return on_job_event(x); },
+                        [this](const Joined& x) { return on_joined(x); },
+                        [this](const JoinFailed& x) { return on_join_failed(x); },
+                        [this](const AgentDone& x) { return on_agent_done(x); },
+                        [this](const BarrierDone& x) { return on_barrier_done(x); },
+                    },
+                    in);
+}
+
+std::vector<Action> SessionBridge::on_state(const AgentState& in) {
+  std::vector<Action> out;
+  if (phase_ == Phase::running)
+    out.push_back(Publish{state_name(in.state), in.state == JobState::running ? cfg_.slots : 0, in.generation});
+  switch (in.state) {
+    case JobState::starting:
+      // the agent waits for the go of a new generation: re-join under it
+      if (in.generation > generation_ && phase_ != Phase::barrier) {
+        generation_ = in.generation;
+        phase_ = Phase::joining;
+        out.push_back(Rejoin{in.generation});
+      }
+      break;
+    case JobState::stopping:
+      // no job event and no local failure before it: a signal or max_runtime_s stops this node
+      decide(in.generation, Fate::self_stop);
+      break;
+    case JobState::done:
+      agent_done_ = true;
+      break;
+    case JobState::running:
+    case JobState::restarting:
+      break;
+  }
+  return out;
+}
+
+std::vector<Action> SessionBridge::on_local_failure(const LocalFailure& in) {
+  decide(in.generation, Fate::local_failure);
+  if (phase_ != Phase::running || in.generation != generation_) return {};
+  const WorkerExit& w = in.exit;
+  // the other nodes must hear of it before anything else: it is the root cause everywhere
+  std::string where = fmt::format("local rank {}, pid {}", w.local_rank, w.pid);
+  return {Report{w.rank, w.signal != 0 ? 0 : w.status(), w.signal, where}};
+}
+
+std::vector<Action> SessionBridge::on_job_event(const JobEvent& in) {
+  // in the barrier NodeSession::finish() answers for the events; other generations are over
+  if (phase_ != Phase::running || in.generation != generation_) return {};
+  const rdzv::Event& e = in.event;
+  auto ev = agent_event_for(e, cfg_.endpoint);
+  if (!ev) return {};
+  if (e.kind == "failure" && e.node == cfg_.node_rank) {
+    decide(in.generation, Fate::local_failure);  // our own report: the agent is stopping already
+    return {};
+  }
+  if (!decide(in.generation, Fate::remote_failure)) return {};
+  remote_ = BarrierDone{ev->exit_code != 0 ? ev->exit_code : 1, ev->reason};
+  if (agent_done_) return {};  // too late for the agent: AgentDone(0) makes it a late failure
+  return {Post{*ev}};
+}
+
+std::vector<Action> SessionBridge::on_joined(const Joined& in) {
+  generation_ = in.generation;
+  phase_ = Phase::running;
+  if (agent_done_) return {};  // the agent ended while we joined: AgentDone decides
+  return {StartMonitoring{in.generation}, Post{Event::go(in.generation, in.master_port)}};
+}
+
+std::vector<Action> SessionBridge::on_join_failed(const JoinFailed& in) {
+  generation_ = in.generation;
+  phase_ = Phase::detached;
+  if (in.cancelled || agent_done_) return {};
+  Event abort;
+  abort.kind = Event::Kind::abort;
+  abort.exit_code = in.exit_code;
+  abort.reason = fmt::format("re-joining the rendezvous for generation {}: {}", in.generation, in.reason);
+  return {Post{abort}};
+}
+
+std::vector<Action> SessionBridge::on_agent_done(const AgentDone& in) {
+  agent_done_ = true;
+  if (in.exit_code == exit_code::ok && phase_ == Phase::running) {
+    if (fate(generation_) == Fate::remote_failure && remote_) return on_barrier_done(*remote_);
+    phase_ = Phase::barrier;
+    return {ExitBarrier{cfg_.barrier_limit}};
+  }
+  std::vector<Action> out;
+  // the agent failed with no worker to blame and no job event behind it (its command cannot run on
+  // this node): tell the others, as rank -1, so that they stop with this cause instead of
+  // restarting or seeing this node as lost
+  if (in.exit_code != exit_code::ok && phase_ == Phase::running && fate(generation_) == Fate::open)
+    out.push_back(Report{-1, in.exit_code, 0, in.reason});
+  phase_ = Phase::ended;
+  out.push_back(End{in.exit_code, ""});
+  return out;
+}
+
+std::vector<Action> SessionBridge::on_barrier_done(const BarrierDone& in) {
+  phase_ = Phase::ended;
+  return {End{in.exit_code, in.exit_code == exit_code::ok ? "" : late_message(in.exit_code, in.reason)}};
+}
+
+}  // namespace dtrain::agent::bridge
