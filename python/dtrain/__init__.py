@@ -75,7 +75,8 @@ atexit.register(finalize)
 
 def allreduce(a, op="sum", out=None, dtype=None):
     """Comm.allreduce on the world communicator."""
-    return world().allreduce(a, op, out, dtype)
+    w = _world
+    return (w if w is not None else world()).allreduce(a, op, out, dtype)
 
 
 def broadcast(a, root=0, out=None, dtype=None):

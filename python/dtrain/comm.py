@@ -10,7 +10,7 @@ import ctypes
 
 import numpy as np
 
-from .dtypes import dtype_code, op_code
+from .dtypes import _BY_NUMPY, _OPS, dtype_code, op_code
 from .errors import ArgumentError, Error, Status
 
 __all__ = ["Comm", "UNDEFINED", "PROC_NULL"]
@@ -36,6 +36,18 @@ def _check_out(out, a, count, call, what="out"):
         raise ArgumentError(f"{what} has dtype {out.dtype}, the input {a.dtype}: they must be the same", call)
     if out.size != count:
         raise ArgumentError(f"{what} has {out.size} elements (shape {out.shape}); this call needs {count}", call)
+
+
+_from_buffer = ctypes.c_char.from_buffer
+
+
+def _address(a):
+    """The address of a C-contiguous array's first element (cheaper than a.ctypes.data, which is the
+    fallback for read-only and empty arrays)."""
+    try:
+        return ctypes.addressof(_from_buffer(a))
+    except (TypeError, ValueError):
+        return a.ctypes.data
 
 
 def _peer(p):
@@ -83,13 +95,18 @@ class Comm:
         if h is None or type(a) is not np.ndarray or not a.flags.c_contiguous:
             self._h("allreduce")
             _check_in(a, "allreduce")
-        code = dtype_code(a, dtype, "allreduce")
-        opc = op_code(op, "allreduce")
+        code = _BY_NUMPY.get(a.dtype) if dtype is None else None  # the common case first, inline
+        if code is None:
+            code = dtype_code(a, dtype, "allreduce")
+        opc = _OPS.get(op) if type(op) is str else None
+        if opc is None:
+            opc = op_code(op, "allreduce")
         if out is None:
             out = np.empty_like(a)
         elif out is not a or not a.flags.writeable:
             _check_out(out, a, a.size, "allreduce")
-        status = self._lib.allreduce(h, a.ctypes.data, out.ctypes.data, a.size, code, opc, None)
+        address = _address(a)
+        status = self._lib.allreduce(h, address, address if out is a else _address(out), a.size, code, opc, None)
         if status:
             self._lib.fail(status, "allreduce")
         return out
@@ -105,7 +122,7 @@ class Comm:
             out = np.empty_like(a)
         elif out is not a or not a.flags.writeable:
             _check_out(out, a, a.size, "broadcast")
-        status = self._lib.broadcast(h, a.ctypes.data, out.ctypes.data, a.size, code, int(root), None)
+        status = self._lib.broadcast(h, _address(a), _address(out), a.size, code, int(root), None)
         if status:
             self._lib.fail(status, "broadcast")
         return out
@@ -122,7 +139,7 @@ class Comm:
             out = np.empty(shape, dtype=a.dtype)
         else:
             _check_out(out, a, a.size * self.size, "allgather")
-        status = self._lib.allgather(h, a.ctypes.data, out.ctypes.data, a.size, code, None)
+        status = self._lib.allgather(h, _address(a), _address(out), a.size, code, None)
         if status:
             self._lib.fail(status, "allgather")
         return out
@@ -143,7 +160,7 @@ class Comm:
             out = np.empty((a.shape[0] // self.size,) + a.shape[1:], dtype=a.dtype)
         else:
             _check_out(out, a, block, "reduce_scatter")
-        status = self._lib.reduce_scatter(h, a.ctypes.data, out.ctypes.data, block, code, opc, None)
+        status = self._lib.reduce_scatter(h, _address(a), _address(out), block, code, opc, None)
         if status:
             self._lib.fail(status, "reduce_scatter")
         return out
@@ -175,7 +192,7 @@ class Comm:
         fn = self._lib.require("dtrain_send", "send")
         _check_in(a, "send")
         code = dtype_code(a, dtype, "send")
-        status = fn(self._h("send"), a.ctypes.data, a.size, code, int(peer), int(tag), None)
+        status = fn(self._h("send"), _address(a), a.size, code, int(peer), int(tag), None)
         if status:
             self._lib.fail(status, "send")
 
@@ -185,7 +202,7 @@ class Comm:
         fn = self._lib.require("dtrain_recv", "recv")
         _check_out(out, out, out.size if isinstance(out, np.ndarray) else 0, "recv")
         code = dtype_code(out, dtype, "recv")
-        status = fn(self._h("recv"), out.ctypes.data, out.size, code, int(peer), int(tag), None)
+        status = fn(self._h("recv"), _address(out), out.size, code, int(peer), int(tag), None)
         if status:
             self._lib.fail(status, "recv")
         return out
@@ -200,13 +217,13 @@ class Comm:
         send_ptr, send_n, send_t = None, 0, 0
         if a is not None:
             _check_in(a, "sendrecv", "a")
-            send_ptr, send_n, send_t = a.ctypes.data, a.size, dtype_code(a, dtype, "sendrecv")
+            send_ptr, send_n, send_t = _address(a), a.size, dtype_code(a, dtype, "sendrecv")
         elif dest != PROC_NULL:
             raise ArgumentError("a is None but dest is a rank: pass the array to send", "sendrecv")
         recv_ptr, recv_n, recv_t = None, 0, 0
         if out is not None:
             _check_out(out, out, out.size if isinstance(out, np.ndarray) else 0, "sendrecv")
-            recv_ptr, recv_n, recv_t = out.ctypes.data, out.size, dtype_code(out, dtype, "sendrecv")
+            recv_ptr, recv_n, recv_t = _address(out), out.size, dtype_code(out, dtype, "sendrecv")
         elif source != PROC_NULL:
             raise ArgumentError("out is None but source is a rank: pass the array to receive into", "sendrecv")
         status = fn(h, send_ptr, send_n, send_t, dest, int(sendtag), recv_ptr, recv_n, recv_t, source, int(recvtag),

@@ -80,7 +80,10 @@ def dtype_code(a, dtype, call):
 
 def op_code(op, call):
     """The dtrain op for "sum", "prod", "min", "max", "avg" (or an Op)."""
-    code = _OPS.get(op.lower() if isinstance(op, str) else op)
+    try:
+        code = _OPS.get(op.lower() if isinstance(op, str) else op)
+    except TypeError:  # unhashable
+        code = None
     if code is None:
         raise ArgumentError(f"op={op!r} is not one of sum, prod, min, max, avg", call)
     return code
