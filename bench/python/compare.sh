@@ -3,7 +3,7 @@
 # bench/allreduce/coll_bench (float32 sum, the same buffers and iteration counts) under `dtrain launch`,
 # alternately, ROUNDS times each, so both see the same drift of a shared machine's load. Prints per
 # size the min/median/max time of each, the ratio of the medians (Python / C) and the median overhead
-# per call; the load average before and after.
+# per call; the load average before and after. Exit status 1 when a run computed wrong sums.
 #   usage: bench/python/compare.sh BUILD_DIR [ROUNDS] [SIZES] [RANKS]
 #   e.g.   bench/python/compare.sh build/release 10 8,64M 2
 #   (PYTHON: the interpreter with numpy, default /usr/bin/python3; DTRAIN_TRANSPORT as for any job)
@@ -23,8 +23,11 @@ tmp=$(mktemp -d -t dtrain-pybench-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 printf '{ "version": 1, "name": "allreduce-c", "command": ["%s", "--op", "allreduce", "--sizes", "%s"],
   "cluster": { "procs_per_instance": %s } }\n' "$build/bench/allreduce/coll_bench" "$sizes" "$ranks" >"$tmp/c.json"
+# numpy asks for transparent huge pages for large arrays (madvise), malloc in coll_bench does not:
+# NUMPY_MADVISE_HUGEPAGE=0 keeps the buffers alike, so the difference is the Python layer's.
 printf '{ "version": 1, "name": "allreduce-python", "command": ["%s", "%s", "--sizes", "%s"],
-  "cluster": { "procs_per_instance": %s } }\n' "$python" "$here/py_allreduce.py" "$sizes" "$ranks" >"$tmp/py.json"
+  "cluster": { "procs_per_instance": %s }, "env": { "NUMPY_MADVISE_HUGEPAGE": "0" } }\n' \
+  "$python" "$here/py_allreduce.py" "$sizes" "$ranks" >"$tmp/py.json"
 run() {  # job label -> "label bytes time_us wrong" lines
   PYTHONPATH=$build/python "$build/dtrain" launch --no-tag "$tmp/$1.json" 2>"$tmp/err" |
     awk -v l="$2" '$1 == "allreduce" { print l, $2, $7, $10 }' || { cat "$tmp/err" >&2; exit 1; }
@@ -54,5 +57,5 @@ awk '
       m = sorted("Python", key); pmed = median(m)
       printf "%10s %-7s %11.2f %11.2f %11.2f %8.2fx %13.2f\n", key, "Python", a[1], pmed, a[m], pmed / cmed, pmed - cmed
     }
-    if (bad) print "WRONG RESULTS in some run"
+    if (bad) { print "WRONG RESULTS in some run"; exit 1 }
   }' "$tmp/all"
