@@ -27,11 +27,15 @@ def _check_in(a, call, what="a"):
                             f"array's memory in place, without copies: pass numpy.ascontiguousarray({what})", call)
 
 
-def _check_out(out, a, count, call, what="out"):
-    """``out`` must be a writeable C-contiguous array of a's element type with ``count`` elements."""
+def _check_writable(out, call, what="out"):
     _check_in(out, call, what)
     if not out.flags.writeable:
         raise ArgumentError(f"{what} is read-only", call)
+
+
+def _check_out(out, a, count, call, what="out"):
+    """``out`` must be a writeable C-contiguous array of a's element type with ``count`` elements."""
+    _check_writable(out, call, what)
     if out.dtype != a.dtype:
         raise ArgumentError(f"{what} has dtype {out.dtype}, the input {a.dtype}: they must be the same", call)
     if out.size != count:
@@ -200,7 +204,7 @@ class Comm:
         """Receives into ``out`` (its size and dtype say what is expected) from rank ``peer``;
         returns ``out``."""
         fn = self._lib.require("dtrain_recv", "recv")
-        _check_out(out, out, out.size if isinstance(out, np.ndarray) else 0, "recv")
+        _check_writable(out, "recv")
         code = dtype_code(out, dtype, "recv")
         status = fn(self._h("recv"), _address(out), out.size, code, int(peer), int(tag), None)
         if status:
@@ -222,7 +226,7 @@ class Comm:
             raise ArgumentError("a is None but dest is a rank: pass the array to send", "sendrecv")
         recv_ptr, recv_n, recv_t = None, 0, 0
         if out is not None:
-            _check_out(out, out, out.size if isinstance(out, np.ndarray) else 0, "sendrecv")
+            _check_writable(out, "sendrecv")
             recv_ptr, recv_n, recv_t = _address(out), out.size, dtype_code(out, dtype, "sendrecv")
         elif source != PROC_NULL:
             raise ArgumentError("out is None but source is a rank: pass the array to receive into", "sendrecv")

@@ -192,6 +192,16 @@ class Lifetime(unittest.TestCase):
         self.assertEqual((WORLD.rank, WORLD.size), (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])))
         self.assertIn(f"rank {R}/{N}", repr(WORLD))
 
+    def test_world_again_after_finalize(self):
+        global WORLD
+        dtrain.finalize()
+        with self.assertRaisesRegex(Error, "call dtrain.init\\(\\) first"):
+            dtrain.barrier()
+        with self.assertRaisesRegex(Error, "the world communicator was destroyed"):
+            WORLD.barrier()
+        WORLD = dtrain.init()
+        np.testing.assert_array_equal(dtrain.allreduce(np.array([R], np.int32)), [N * (N - 1) // 2])
+
     def test_plan_matches_the_communicator(self):
         p = dtrain.plan()
         self.assertEqual((p.rank, p.world_size), (R, N))
