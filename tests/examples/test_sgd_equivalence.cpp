@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -36,8 +37,12 @@ Worker c_worker() { return {"dp_sgd", {DEMO_WORKER, "--float64"}, {}}; }
 
 Worker python_worker() {
   REQUIRE_MESSAGE(std::string(PYTHON_EXECUTABLE) != "", "no Python interpreter with numpy was found at configure time");
-  return {"python_sgd", {PYTHON_EXECUTABLE, DTRAIN_SOURCE_DIR "/examples/python_sgd.py"},
-          {{"PYTHONPATH", DTRAIN_BINARY_DIR "/python"}}};
+  Worker w{"python_sgd", {PYTHON_EXECUTABLE, DTRAIN_SOURCE_DIR "/examples/python_sgd.py"},
+           {{"PYTHONPATH", DTRAIN_BINARY_DIR "/python"}}};
+  // Sanitizer builds preload the runtime into the interpreter (tests/CMakeLists.txt): pass it on.
+  for (const char* name : {"LD_PRELOAD", "ASAN_OPTIONS"})
+    if (const char* v = std::getenv(name)) w.env[name] = v;
+  return w;
 }
 
 struct Setup {
