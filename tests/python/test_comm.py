@@ -1,5 +1,5 @@
 """dtrain.Comm (python/dtrain/comm.py) on real ranks: run under `dtrain launch` with several workers
-(tests/python/CMakeLists.txt: 3 ranks on shared memory, 4 over TCP). Every rank runs the same tests
+(tests/python/CMakeLists.txt: 3 ranks on shared memory, 4 over TCP in 2 pipeline stages). Every rank runs the same tests
 in the same order, so the collectives match; a failing rank exits non-zero and the launch fails.
 
 Inputs are small integers, so every expected result is exact in every dtype (float16 and bfloat16
@@ -205,10 +205,13 @@ class Lifetime(unittest.TestCase):
     def test_plan_matches_the_communicator(self):
         p = dtrain.plan()
         self.assertEqual((p.rank, p.world_size), (R, N))
+        self.assertEqual(p.dp_size * p.pp_size * p.tp_size, N)
         self.assertEqual(p.batch.global_, 12)
-        self.assertEqual(p.batch.per_replica, 12 // N)
+        self.assertEqual(p.batch.per_replica, 12 // p.dp_size)
         self.assertEqual(p.name, "python-comm")
-        self.assertEqual(p.parallel.groups["data"], [list(range(N))])
+        mine = [g for g in p.parallel.groups["data"] if R in g]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual((len(mine[0]), mine[0].index(R)), (p.dp_size, p.dp_rank))
 
 
 class PointToPoint(unittest.TestCase):
@@ -261,12 +264,13 @@ class PointToPoint(unittest.TestCase):
             none.destroy()
             with self.assertRaises(Error):
                 none.barrier()
-        data = dtrain.init_group("data")
-        self.assertEqual((data.rank, data.size), (dtrain.plan().dp_rank, N))
-        tensor = dtrain.init_group("tensor")
-        self.assertEqual(tensor.size, 1)
-        tensor.destroy()
-        data.destroy()
+        p = dtrain.plan()
+        for kind, rank, size in (("data", p.dp_rank, p.dp_size), ("pipeline", p.pp_rank, p.pp_size),
+                                 ("tensor", p.tp_rank, p.tp_size)):
+            with self.subTest(kind=kind), dtrain.init_group(kind) as group:
+                self.assertEqual((group.rank, group.size), (rank, size))
+                members = [g for g in p.parallel.groups[kind] if R in g][0]
+                np.testing.assert_array_equal(group.allgather(np.array([R])), members)
 
 
 if __name__ == "__main__":
