@@ -9,6 +9,7 @@ packages=(
   openmpi-bin libopenmpi-dev   # peer for bench/ and MPI_Allreduce probe
   iproute2 procps util-linux   # network-namespace tests, process checks
   groff-base                   # man page rendering check
+  python3 python3-numpy        # the dtrain Python package's tests, examples/python_sgd.py, bench/python
 )
 
 missing=()

@@ -3,23 +3,30 @@
  *
  *   { "command": ["dtrain-demo-worker"], "batch": { "per_replica": 16, "micro_batches": 2, ... } }
  *
- *   dtrain-demo-worker [--lr RATE] [--dim N]
+ *   dtrain-demo-worker [--lr RATE] [--dim N] [--float64] [--weights-out FILE]
  *
  * Data: sample i (0 <= i < DTRAIN_DATASET_SIZE) has features x[j] uniform in [-1, 1) and a target
  * y = w_true . x + b_true + noise, all generated from i alone, so every rank sees the same dataset
  * without reading files. Iteration t of an epoch takes the global batch of samples t*G .. t*G+G-1
  * (mod the dataset size); rank r takes its shard r*P .. r*P+P-1 of it, in DTRAIN_MICRO_BATCHES
  * micro-batches of DTRAIN_MICRO_BATCH_SIZE whose gradients are accumulated, then the gradients (and
- * the loss) are averaged over the ranks with one float32 DTRAIN_AVG allreduce and every rank takes
- * the same SGD step. Rank 0 draws the initial weights and broadcasts them; at the end every rank
- * checks, with allreduce MAX and MIN, that all replicas hold bit-identical weights.
+ * the loss) are averaged over the ranks with one DTRAIN_AVG allreduce and every rank takes the same
+ * SGD step. Rank 0 draws the initial weights and broadcasts them; at the end every rank checks, with
+ * allreduce MAX and MIN, that all replicas hold bit-identical weights.
+ *
+ * The weights and the gradient allreduce are float32 unless --float64 is given (then float64
+ * throughout: 1, 2 or 4 replicas at one global batch then agree to rounding, which the equivalence
+ * tests check). --weights-out FILE: rank 0 writes the final weights there, one %.17g per line (the
+ * DIM weights, then the bias).
  *
  * Output: one start line per rank ("rank R/W on node N: shard ..."), then rank 0 prints one line per
  * epoch (mean loss) and a final line. Exit status: 0 on success; 2 for bad arguments or a missing
  * batch plan in the environment; 3 when the replicas disagree; 4 when the model did not learn;
- * 10 + status when a dtrain call fails (the message carries dtrain_last_error()). */
+ * 5 when the weights file cannot be written; 10 + status when a dtrain call fails (the message
+ * carries dtrain_last_error()). */
 #include <dtrain/collectives.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +37,28 @@
 
 static const char* prog = "dtrain-demo-worker";
 
+typedef struct {
+  double lr;
+  int dim;
+  int f64;                 /* --float64 */
+  const char* weights_out; /* --weights-out, or NULL */
+} options_t;
+
+/* The batch plan from the environment `dtrain launch` sets. */
+typedef struct {
+  long global, per_replica, micro, micro_size, iters, epochs, dataset;
+} batch_t;
+
+/* The communicator, the model and its float32 shadow for the wire. Parameters: dim weights then the
+ * bias; in float32 mode w[] holds float values only and every step is computed in float. */
+typedef struct {
+  dtrain_comm_t comm;
+  int rank, world;
+  int dim, np;
+  int f64;
+  double w[MAX_DIM + 1];
+} model_t;
+
 static int check(dtrain_status_t st, const char* what, int rank) {
   if (st == DTRAIN_SUCCESS) return 0;
   fprintf(stderr, "%s: rank %d: %s failed: %s (%d): %s\n", prog, rank, what, dtrain_status_string(st), (int)st,
@@ -38,13 +67,10 @@ static int check(dtrain_status_t st, const char* what, int rank) {
   return 10 + (int)st;
 }
 
-#define CALL(expr, what)                   \
-  do {                                     \
-    int rc_ = check((expr), (what), rank); \
-    if (rc_ != 0) {                        \
-      dtrain_comm_destroy(comm);           \
-      return rc_;                          \
-    }                                      \
+#define CALL(m, expr, what)                   \
+  do {                                        \
+    int rc_ = check((expr), (what), (m)->rank); \
+    if (rc_ != 0) return rc_;                 \
   } while (0)
 
 /* A positive integer from the environment `dtrain launch` sets; 0 (after a message) when missing. */
@@ -90,125 +116,219 @@ static double sample(long i, int dim, double* x) {
   return y + 0.01 * uniform((uint64_t)i * 2654435761ULL + 0xfeedULL);
 }
 
-int main(int argc, char** argv) {
-  double lr = 0.2;
-  int dim = 8;
+static int usage(void) {
+  fprintf(stderr, "usage: %s [--lr RATE] [--dim N] [--float64] [--weights-out FILE]   (N in 1..%d)\n", prog, MAX_DIM);
+  return 2;
+}
+
+/* 0, or the exit status for bad arguments. */
+static int parse_args(int argc, char** argv, options_t* o) {
+  *o = (options_t){.lr = 0.2, .dim = 8, .f64 = 0, .weights_out = NULL};
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--dim") && i + 1 < argc) dim = atoi(argv[++i]);
-    else {
-      fprintf(stderr, "usage: %s [--lr RATE] [--dim N]   (N in 1..%d)\n", prog, MAX_DIM);
-      return 2;
-    }
+    if (!strcmp(argv[i], "--lr") && i + 1 < argc) o->lr = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--dim") && i + 1 < argc) o->dim = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--float64")) o->f64 = 1;
+    else if (!strcmp(argv[i], "--weights-out") && i + 1 < argc) o->weights_out = argv[++i];
+    else return usage();
   }
-  if (dim < 1 || dim > MAX_DIM || !(lr > 0)) {
+  if (o->dim < 1 || o->dim > MAX_DIM || !(o->lr > 0)) {
     fprintf(stderr, "%s: --dim must be 1..%d and --lr > 0\n", prog, MAX_DIM);
     return 2;
   }
-  const long global = env_long("DTRAIN_GLOBAL_BATCH"), per_replica = env_long("DTRAIN_PER_REPLICA_BATCH");
-  const long micro = env_long("DTRAIN_MICRO_BATCHES"), micro_size = env_long("DTRAIN_MICRO_BATCH_SIZE");
-  const long iters = env_long("DTRAIN_ITERATIONS_PER_EPOCH"), epochs = env_long("DTRAIN_EPOCHS");
-  const long dataset = env_long("DTRAIN_DATASET_SIZE");
-  if (!global || !per_replica || !micro || !micro_size || !iters || !epochs || !dataset) return 2;
-  if (micro * micro_size != per_replica) {
+  return 0;
+}
+
+/* 0, or 2 after a message when a variable is missing or the sizes do not fit together. */
+static int read_batch(batch_t* b) {
+  b->global = env_long("DTRAIN_GLOBAL_BATCH");
+  b->per_replica = env_long("DTRAIN_PER_REPLICA_BATCH");
+  b->micro = env_long("DTRAIN_MICRO_BATCHES");
+  b->micro_size = env_long("DTRAIN_MICRO_BATCH_SIZE");
+  b->iters = env_long("DTRAIN_ITERATIONS_PER_EPOCH");
+  b->epochs = env_long("DTRAIN_EPOCHS");
+  b->dataset = env_long("DTRAIN_DATASET_SIZE");
+  if (!b->global || !b->per_replica || !b->micro || !b->micro_size || !b->iters || !b->epochs || !b->dataset) return 2;
+  if (b->micro * b->micro_size != b->per_replica) {
     fprintf(stderr, "%s: DTRAIN_MICRO_BATCHES (%ld) x DTRAIN_MICRO_BATCH_SIZE (%ld) != DTRAIN_PER_REPLICA_BATCH (%ld)\n",
-            prog, micro, micro_size, per_replica);
+            prog, b->micro, b->micro_size, b->per_replica);
+    return 2;
+  }
+  return 0;
+}
+
+/* Every rank draws its own start (rank-dependent on purpose); the broadcast from rank 0 is what makes
+ * the replicas equal. */
+static int init_weights(model_t* m) {
+  for (int j = 0; j < m->np; ++j) {
+    const double u = uniform(0xabcdef00ULL + (uint64_t)m->rank * 1000003ULL + (uint64_t)j);
+    m->w[j] = m->f64 ? u : (double)(float)u;
+  }
+  if (m->f64) {
+    CALL(m, dtrain_broadcast(m->comm, m->w, m->w, (size_t)m->np, DTRAIN_FLOAT64, 0, NULL),
+         "broadcast of the initial weights");
+    return 0;
+  }
+  float wf[MAX_DIM + 1];
+  for (int j = 0; j < m->np; ++j) wf[j] = (float)m->w[j];
+  CALL(m, dtrain_broadcast(m->comm, wf, wf, (size_t)m->np, DTRAIN_FLOAT32, 0, NULL),
+       "broadcast of the initial weights");
+  for (int j = 0; j < m->np; ++j) m->w[j] = (double)wf[j];
+  return 0;
+}
+
+/* This rank's gradient of iteration t (the mean over its shard, accumulated over the micro-batches
+ * with weight 1/micro), then the loss, into acc[0..np]. */
+static void local_gradient(const model_t* m, const batch_t* b, long t, double* acc) {
+  const long first = (long)m->rank * b->per_replica;
+  const int dim = m->dim, np = m->np;
+  double x[MAX_DIM];
+  for (int j = 0; j <= np; ++j) acc[j] = 0;
+  for (long u = 0; u < b->micro; ++u) {
+    double g[MAX_DIM + 2] = {0};
+    for (long k = 0; k < b->micro_size; ++k) {
+      const long i = (t * b->global + first + u * b->micro_size + k) % b->dataset;
+      const double y = sample(i, dim, x);
+      double pred = m->w[dim];
+      for (int j = 0; j < dim; ++j) pred += m->w[j] * x[j];
+      const double err = pred - y;
+      for (int j = 0; j < dim; ++j) g[j] += err * x[j];
+      g[dim] += err;
+      g[np] += 0.5 * err * err;
+    }
+    for (int j = 0; j <= np; ++j) acc[j] += g[j] / (double)b->micro_size / (double)b->micro;
+  }
+}
+
+/* Averages acc (gradient, then loss) over the ranks and takes the SGD step; *loss gets the mean loss.
+ * One allreduce carries both. */
+static int sgd_step(model_t* m, double lr, double* acc, double* loss) {
+  const size_t n = (size_t)m->np + 1;
+  if (m->f64) {
+    CALL(m, dtrain_allreduce(m->comm, acc, acc, n, DTRAIN_FLOAT64, DTRAIN_AVG, NULL), "gradient allreduce");
+    for (int j = 0; j < m->np; ++j) m->w[j] -= lr * acc[j];
+    *loss = acc[m->np];
+    return 0;
+  }
+  float grad[MAX_DIM + 2];
+  for (size_t j = 0; j < n; ++j) grad[j] = (float)acc[j];
+  CALL(m, dtrain_allreduce(m->comm, grad, grad, n, DTRAIN_FLOAT32, DTRAIN_AVG, NULL), "gradient allreduce");
+  for (int j = 0; j < m->np; ++j) m->w[j] = (double)((float)m->w[j] - (float)lr * grad[j]);
+  *loss = (double)grad[m->np];
+  return 0;
+}
+
+static int train(model_t* m, const batch_t* b, double lr, double* loss) {
+  double acc[MAX_DIM + 2];
+  for (long e = 0; e < b->epochs; ++e) {
+    double epoch_loss = 0, step_loss = 0;
+    for (long t = 0; t < b->iters; ++t) {
+      local_gradient(m, b, t, acc);
+      int rc = sgd_step(m, lr, acc, &step_loss);
+      if (rc != 0) return rc;
+      epoch_loss += step_loss;
+    }
+    *loss = epoch_loss / (double)b->iters;
+    if (m->rank == 0) {
+      printf("epoch %ld/%ld: loss %.6f (%ld iterations of %ld samples)\n", e + 1, b->epochs, *loss, b->iters,
+             b->global);
+      fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+/* Every replica must hold the same bits: MAX and MIN of (weights, checksum) over the ranks agree.
+ * 0 when they do (*checksum set), 3 when not, 10 + status when a call fails. */
+static int check_replicas(model_t* m, double* checksum) {
+  double mine[MAX_DIM + 2], hi[MAX_DIM + 2], lo[MAX_DIM + 2];
+  const int np = m->np;
+  *checksum = 0;
+  for (int j = 0; j < np; ++j) {
+    mine[j] = m->w[j];
+    *checksum += m->w[j] * (double)(j + 1);
+  }
+  mine[np] = *checksum;
+  CALL(m, dtrain_allreduce(m->comm, mine, hi, (size_t)np + 1, DTRAIN_FLOAT64, DTRAIN_MAX, NULL), "weight check (max)");
+  CALL(m, dtrain_allreduce(m->comm, mine, lo, (size_t)np + 1, DTRAIN_FLOAT64, DTRAIN_MIN, NULL), "weight check (min)");
+  for (int j = 0; j <= np; ++j)
+    if (hi[j] != lo[j]) {
+      fprintf(stderr, "%s: rank %d: the replicas disagree: weight checksum ranges over [%.17g, %.17g]\n", prog,
+              m->rank, lo[np], hi[np]);
+      return 3;
+    }
+  return 0;
+}
+
+/* The largest |w - w_true| over the weights and the bias. */
+static double weight_error(const model_t* m) {
+  double werr = 0;
+  for (int j = 0; j < m->np; ++j) {
+    const double want = j < m->dim ? true_weight(j) : true_bias;
+    werr = fmax(werr, fabs(m->w[j] - want));
+  }
+  return werr;
+}
+
+/* 0, or 5 after a message naming the file. */
+static int write_weights(const model_t* m, const char* path) {
+  FILE* f = fopen(path, "w");
+  int ok = f != NULL;
+  for (int j = 0; ok && j < m->np; ++j) ok = fprintf(f, "%.17g\n", m->w[j]) > 0;
+  if (f != NULL && fclose(f) != 0) ok = 0;
+  if (ok) return 0;
+  fprintf(stderr, "%s: rank %d: cannot write the weights to %s: %s\n", prog, m->rank, path, strerror(errno));
+  return 5;
+}
+
+/* Training and the checks on an initialized communicator; the exit status. */
+static int run(model_t* m, const batch_t* b, const options_t* o) {
+  CALL(m, dtrain_comm_rank(m->comm, &m->rank), "rank");
+  CALL(m, dtrain_comm_size(m->comm, &m->world), "size");
+  if (b->per_replica * m->world != b->global) {
+    fprintf(stderr, "%s: rank %d: DTRAIN_PER_REPLICA_BATCH (%ld) x world size (%d) != DTRAIN_GLOBAL_BATCH (%ld)\n",
+            prog, m->rank, b->per_replica, m->world, b->global);
     return 2;
   }
   const char* node = getenv("DTRAIN_NODE_RANK");
   if (node == NULL || *node == '\0') node = getenv("GROUP_RANK");
   if (node == NULL || *node == '\0') node = "?";
-
-  dtrain_comm_t comm = NULL;
-  int rank = -1, world = 0;
-  int rc = check(dtrain_comm_init_from_env(&comm), "init", rank);
-  if (rc != 0) return rc;
-  CALL(dtrain_comm_rank(comm, &rank), "rank");
-  CALL(dtrain_comm_size(comm, &world), "size");
-  if (per_replica * world != global) {
-    fprintf(stderr, "%s: rank %d: DTRAIN_PER_REPLICA_BATCH (%ld) x world size (%d) != DTRAIN_GLOBAL_BATCH (%ld)\n",
-            prog, rank, per_replica, world, global);
-    dtrain_comm_destroy(comm);
-    return 2;
-  }
-  const long first = (long)rank * per_replica;
-  printf("rank %d/%d on node %s: shard [%ld, %ld) of each global batch of %ld, %ld micro-batches of %ld\n", rank,
-         world, node, first, first + per_replica, global, micro, micro_size);
+  const long first = (long)m->rank * b->per_replica;
+  printf("rank %d/%d on node %s: shard [%ld, %ld) of each global batch of %ld, %ld micro-batches of %ld\n", m->rank,
+         m->world, node, first, first + b->per_replica, b->global, b->micro, b->micro_size);
   fflush(stdout);
 
-  /* Parameters: dim weights then the bias. Every rank draws its own start (rank-dependent on purpose);
-   * the broadcast from rank 0 is what makes the replicas equal. */
-  const int np = dim + 1;
-  float w[MAX_DIM + 1];
-  float grad[MAX_DIM + 2]; /* gradient, then the loss in the last slot: one allreduce for both */
-  double x[MAX_DIM];
-  for (int j = 0; j < np; ++j) w[j] = (float)uniform(0xabcdef00ULL + (uint64_t)rank * 1000003ULL + (uint64_t)j);
-  CALL(dtrain_broadcast(comm, w, w, (size_t)np, DTRAIN_FLOAT32, 0, NULL), "broadcast of the initial weights");
-
-  double loss = 0;
-  for (long e = 0; e < epochs; ++e) {
-    double epoch_loss = 0;
-    for (long t = 0; t < iters; ++t) {
-      double acc[MAX_DIM + 2] = {0};
-      for (long u = 0; u < micro; ++u) {
-        /* One micro-batch: its mean gradient, accumulated into acc with weight 1/micro. */
-        double g[MAX_DIM + 2] = {0};
-        for (long k = 0; k < micro_size; ++k) {
-          const long i = (t * global + first + u * micro_size + k) % dataset;
-          const double y = sample(i, dim, x);
-          double pred = w[dim];
-          for (int j = 0; j < dim; ++j) pred += (double)w[j] * x[j];
-          const double err = pred - y;
-          for (int j = 0; j < dim; ++j) g[j] += err * x[j];
-          g[dim] += err;
-          g[np] += 0.5 * err * err;
-        }
-        for (int j = 0; j <= np; ++j) acc[j] += g[j] / (double)micro_size / (double)micro;
-      }
-      for (int j = 0; j <= np; ++j) grad[j] = (float)acc[j];
-      CALL(dtrain_allreduce(comm, grad, grad, (size_t)np + 1, DTRAIN_FLOAT32, DTRAIN_AVG, NULL), "gradient allreduce");
-      for (int j = 0; j < np; ++j) w[j] -= (float)lr * grad[j];
-      epoch_loss += (double)grad[np];
-    }
-    loss = epoch_loss / (double)iters;
-    if (rank == 0) {
-      printf("epoch %ld/%ld: loss %.6f (%ld iterations of %ld samples)\n", e + 1, epochs, loss, iters, global);
-      fflush(stdout);
-    }
-  }
-
-  /* Every replica must hold the same bits: MAX and MIN of (weights, checksum) over the ranks agree. */
-  double mine[MAX_DIM + 2], hi[MAX_DIM + 2], lo[MAX_DIM + 2];
-  double checksum = 0, werr = 0;
-  for (int j = 0; j < np; ++j) {
-    mine[j] = (double)w[j];
-    checksum += (double)w[j] * (double)(j + 1);
-    const double want = j < dim ? true_weight(j) : true_bias;
-    werr = fmax(werr, fabs((double)w[j] - want));
-  }
-  mine[np] = checksum;
-  CALL(dtrain_allreduce(comm, mine, hi, (size_t)np + 1, DTRAIN_FLOAT64, DTRAIN_MAX, NULL), "weight check (max)");
-  CALL(dtrain_allreduce(comm, mine, lo, (size_t)np + 1, DTRAIN_FLOAT64, DTRAIN_MIN, NULL), "weight check (min)");
-  int same = 1;
-  for (int j = 0; j <= np; ++j) same = same && hi[j] == lo[j];
-  if (!same) {
-    fprintf(stderr, "%s: rank %d: the replicas disagree: weight checksum ranges over [%.17g, %.17g]\n", prog, rank,
-            lo[np], hi[np]);
-    dtrain_comm_destroy(comm);
-    return 3;
-  }
-  if (rank == 0) {
+  double loss = 0, checksum = 0;
+  int rc = init_weights(m);
+  if (rc == 0) rc = train(m, b, o->lr, &loss);
+  if (rc == 0) rc = check_replicas(m, &checksum);
+  if (rc != 0) return rc;
+  const double werr = weight_error(m);
+  if (m->rank == 0) {
     printf("done: %ld epochs, final loss %.6f, max |w - w_true| %.4f; weights identical on all %d ranks "
            "(checksum %.9g)\n",
-           epochs, loss, werr, world, checksum);
+           b->epochs, loss, werr, m->world, checksum);
     fflush(stdout);
+    if (o->weights_out != NULL && (rc = write_weights(m, o->weights_out)) != 0) return rc;
   }
-  rc = check(dtrain_comm_destroy(comm), "destroy", rank);
-  if (rc != 0) return rc;
   if (werr > 0.05) {
     fprintf(stderr, "%s: rank %d: the model did not converge (max weight error %.4f > 0.05); try a smaller --lr\n",
-            prog, rank, werr);
+            prog, m->rank, werr);
     return 4;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  options_t o;
+  batch_t b;
+  int rc = parse_args(argc, argv, &o);
+  if (rc == 0) rc = read_batch(&b);
+  if (rc != 0) return rc;
+
+  model_t m = {.comm = NULL, .rank = -1, .world = 0, .dim = o.dim, .np = o.dim + 1, .f64 = o.f64};
+  rc = check(dtrain_comm_init_from_env(&m.comm), "init", m.rank);
+  if (rc != 0) return rc;
+  rc = run(&m, &b, &o);
+  const int destroyed = check(dtrain_comm_destroy(m.comm), "destroy", m.rank);
+  return rc != 0 ? rc : destroyed;
 }
