@@ -187,9 +187,13 @@ TEST_SUITE("agent::agent") {
       CAPTURE(sig);
       TempDir t;
       auto plan = sh_plan(3,
-                          "trap 'echo got-usr1 > \"$T/usr1.$RANK\"; exit 7' USR1;"
+                          // Rank 0 fails only once every rank has seen SIGUSR1, so the
+                          // agent's stop cannot overtake a rank's USR1 trap.
+                          "trap 'echo got-usr1 > \"$T/usr1.$RANK\"' USR1;"
                           " trap 'echo got-int > \"$T/int.$RANK\"; exit 0' INT TERM HUP;"
-                          " touch \"$T/up.$RANK\"; while :; do sleep 0.05; done",
+                          " touch \"$T/up.$RANK\"; while :; do sleep 0.05;"
+                          " if [ \"$RANK\" = 0 ] && [ -e \"$T/usr1.0\" ] && [ -e \"$T/usr1.1\" ]"
+                          " && [ -e \"$T/usr1.2\" ]; then exit 7; fi; done",
                           t);
       auto o = options(plan, t);
       pid_t a = fork_agent(o, t);
