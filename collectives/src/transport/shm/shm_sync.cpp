@@ -33,8 +33,11 @@ void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
     hdr_->abort_ready.store(1, std::memory_order_release);
   }
   hdr_->phase.fetch_add(0);
-  // Wake sleepers; they see the abort record on their next check.
+  // Wake sleepers (in collectives and point-to-point calls); they see the abort record on their
+  // next check.
   futex_wake_all(hdr_->phase, hdr_->sleepers);
+  for (int j = 0; j < n_; ++j)
+    if (j != me_) ring_bell(j);
 }
 
 void Engine::begin(const OpDesc& d) {
