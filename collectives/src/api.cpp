@@ -282,7 +282,7 @@ const char* dtrain_status_string(dtrain_status_t status) {
     case DTRAIN_ERR_CONFIG: return "configuration error";
     case DTRAIN_ERR_TIMEOUT: return "timeout";
     case DTRAIN_ERR_PEER: return "peer failure";
-    case DTRAIN_ERR_MISMATCH: return "mismatched collective calls";
+    case DTRAIN_ERR_MISMATCH: return "mismatched calls";
     case DTRAIN_ERR_UNSUPPORTED: return "unsupported";
     case DTRAIN_ERR_SYSTEM: return "system error";
     case DTRAIN_ERR_NCCL: return "NCCL error";

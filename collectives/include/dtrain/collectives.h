@@ -33,7 +33,8 @@ typedef enum DTRAIN_ENUM_BASE {
   DTRAIN_ERR_CONFIG = 2,           /* missing/bad environment or init parameters */
   DTRAIN_ERR_TIMEOUT = 3,          /* a deadline passed; the error names the missing ranks */
   DTRAIN_ERR_PEER = 4,             /* a peer rank failed or its connection broke */
-  DTRAIN_ERR_MISMATCH = 5,         /* ranks called with different count/dtype/op/root */
+  DTRAIN_ERR_MISMATCH = 5,         /* ranks called with different count/dtype/op/root, or a message
+                                      did not match its receive (tag/count/dtype) */
   DTRAIN_ERR_UNSUPPORTED = 6,      /* e.g. a device buffer in a build without NCCL */
   DTRAIN_ERR_SYSTEM = 7,           /* out of memory, /dev/shm full, socket errors */
   DTRAIN_ERR_NCCL = 8,             /* NCCL returned an error */
