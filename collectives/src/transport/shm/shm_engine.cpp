@@ -47,9 +47,9 @@ Engine::Engine(const Options& o)
   spin_budget_us_ = spin_us_;
   oversubscribed_ = n_ > sys::usable_cpus();
   rings_offset_ = data_offset_ + 2 * static_cast<std::size_t>(n_) * slot_bytes_;
-  if (n_ > 1)
+  if (n_ > 1)  // the budget's share, plus a page for headers and padding
     ring_bytes_ = std::clamp<std::size_t>(o.p2p_bytes / static_cast<std::size_t>(n_ - 1) / 4096 * 4096,
-                                          kMinRingBytes, kMaxRingBytes);
+                                          kMinRingBytes, kMaxRingBytes) + 4096;
   bytes_ = rings_offset_ + static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_ - 1) * (sizeof(Ring) + ring_bytes_);
   const auto deadline = Clock::now() + timeout_;
   const std::string name_key = o.key_prefix + "shm/name";

@@ -6,7 +6,7 @@
 // split into three rotating buffers (a buffer is reused three rounds later, after every rank has left
 // it; three, not two, so the bandwidth path needs only one sync per pipelined round), then one
 // point-to-point ring per ordered pair of local ranks (Options::p2p_bytes per receiver, split over
-// its peers: between 16 KiB and 1 MiB each).
+// its peers: between 16 KiB and 1 MiB each, plus 4 KiB for frame headers and padding).
 // Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
 // shm_collectives.cpp (the algorithms), shm_p2p.cpp (point-to-point through the rings).
 #include <chrono>
