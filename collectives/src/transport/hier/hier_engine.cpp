@@ -92,11 +92,10 @@ void Engine::mixed(const P2pMsg* local, bool local_sends, const P2pMsg* remote) 
     ~End() { e.p2p_end(); }
   } end{*host_};
   while (!x.finished() || !so.finished() || !si.finished()) {
-    const std::uint32_t seen = host_->p2p_bell();
     const bool a = host_->p2p_step(so, si);
     if (mesh.p2p_step(x) || a) continue;
     if (x.finished()) {
-      host_->p2p_wait(so, si, seen);
+      host_->p2p_wait(so, si);
     } else {
       host_->p2p_check(so, si);
       mesh.p2p_wait(x, so.finished() && si.finished() ? 1000 : 1);

@@ -55,10 +55,9 @@ class Engine final : public Transport {
   void abort(dtrain_status_t status, const std::string& msg) noexcept override;
 
   // Point-to-point in steps, for the hierarchical engine, which progresses a shm and a tcp direction
-  // together: p2p_begin() once, then until finished(): read p2p_bell(), p2p_step() (never blocks;
-  // true when it moved bytes), and when nothing moved either p2p_check() (throws for an abort record,
-  // a dead or departed peer or the deadline) or p2p_wait() (spins, checks, then sleeps up to 20 ms
-  // unless the doorbell moved past `seen`); p2p_end() at the end.
+  // together: p2p_begin() once, then until finished(): p2p_step() (never blocks; true when it moved
+  // bytes), and when nothing moved either p2p_check() (throws for an abort record, a dead or departed
+  // peer or the deadline) or p2p_wait() (spins, checks, then sleeps up to 20 ms); p2p_end() at the end.
   struct P2pOut {
     const P2pMsg* m = nullptr;
     std::uint64_t total = 0, done = 0;  // frame bytes
@@ -70,10 +69,9 @@ class Engine final : public Transport {
     bool finished() const { return m == nullptr || (total != 0 && done == total); }
   };
   void p2p_begin(P2pOut& out, P2pIn& in);
-  std::uint32_t p2p_bell() const;
   bool p2p_step(P2pOut& out, P2pIn& in);
   void p2p_check(P2pOut& out, P2pIn& in);
-  void p2p_wait(P2pOut& out, P2pIn& in, std::uint32_t seen);
+  void p2p_wait(P2pOut& out, P2pIn& in);
   void p2p_end();
 
   struct Header;
@@ -95,6 +93,9 @@ class Engine final : public Transport {
   [[noreturn]] void fail_timeout(const OpDesc& d, std::uint32_t epoch);
   void check_abort_and_peers(const OpDesc& d);
   void wait_all(const OpDesc& d);
+  template <class Ready>
+  bool spin(Ready&& ready);
+  void adapt_after_sleep(Clock::time_point t0);
   // algorithms (shm_collectives.cpp)
   void allreduce_small(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
   void allreduce_pipelined(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
@@ -102,6 +103,8 @@ class Engine final : public Transport {
   Ring* ring(int from, int to) const;
   std::uint8_t* ring_data(const Ring* r) const { return reinterpret_cast<std::uint8_t*>(const_cast<Ring*>(r)) + 128; }
   void ring_bell(int rank);
+  void notify(int rank);
+  bool p2p_ready(const P2pOut& o, const P2pIn& i) const;
   bool send_step(P2pOut& o);
   bool recv_step(P2pIn& i);
   void check_frame(const P2pIn& i, const std::uint64_t* header) const;

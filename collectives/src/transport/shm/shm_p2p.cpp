@@ -4,9 +4,11 @@
 // copies in what fits and publishes its head; the receiver checks the header against its own
 // description before it takes a byte, copies out and publishes its tail; large messages stream
 // through the ring in pieces, both sides copying at once. A message that fits returns from the send
-// before the receiver arrives. Whoever moves a position rings the other side's doorbell (its futex
-// word); a rank with nothing to do spins briefly on its own doorbell, then sleeps on it in slices,
-// checking the abort record, the peer's liveness and the deadline between them.
+// before the receiver arrives. A rank with nothing to do spins (the collectives' adaptive spin) on
+// the positions it waits for, then sleeps on its doorbell (a futex word) in slices, checking the
+// abort record, the peer's liveness and the deadline between them; whoever moves a position rings
+// the other side's doorbell only when it sleeps, so the fast path writes no shared word but the
+// ring's own.
 #include <signal.h>
 #include <unistd.h>
 
@@ -59,6 +61,13 @@ void Engine::ring_bell(int rank) {
   futex_wake_all(c.bell, c.bell_sleepers);
 }
 
+// After a position moved: wakes `rank` if it sleeps (the fence orders the position's store before
+// the sleepers' load; the sleeper counts itself before it looks at the positions).
+void Engine::notify(int rank) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ctl_[rank].bell_sleepers.load(std::memory_order_relaxed) != 0) ring_bell(rank);
+}
+
 // Puts as much of the frame into the ring as fits; true when it moved something.
 bool Engine::send_step(P2pOut& o) {
   if (o.finished()) return false;
@@ -87,7 +96,7 @@ bool Engine::send_step(P2pOut& o) {
     o.done += n;
     free -= n;
     r->head.store(head, std::memory_order_release);
-    ring_bell(o.m->peer);
+    notify(o.m->peer);
   } while (free > 0 && o.done < o.total);
   return true;
 }
@@ -121,7 +130,7 @@ bool Engine::recv_step(P2pIn& i) {
     i.done += n;
     avail -= n;
     r->tail.store(tail, std::memory_order_release);
-    ring_bell(i.m->peer);
+    notify(i.m->peer);
   } while (avail > 0 && i.done < i.total);
   return true;
 }
@@ -168,20 +177,38 @@ void Engine::sendrecv(const P2pMsg* out, const P2pMsg* in) {
     Engine& e;
     ~End() { e.p2p_end(); }
   } end{*this};
-  while (!o.finished() || !i.finished()) {
-    const std::uint32_t seen = p2p_bell();
-    if (p2p_step(o, i) || (o.finished() && i.finished())) continue;
-    p2p_wait(o, i, seen);
-  }
+  while (!o.finished() || !i.finished())
+    if (!p2p_step(o, i) && (!o.finished() || !i.finished())) p2p_wait(o, i);
 }
 
-std::uint32_t Engine::p2p_bell() const { return ctl_[me_].bell.load(std::memory_order_acquire); }
+// True when p2p_step() would move something: room for the frame's next bytes, or data to take.
+bool Engine::p2p_ready(const P2pOut& o, const P2pIn& i) const {
+  if (!o.finished()) {
+    const Ring* r = ring(me_, o.m->peer);
+    const std::uint64_t used = r->head.load(std::memory_order_relaxed) - r->tail.load(std::memory_order_acquire);
+    if (ring_bytes_ - used >= (o.done == 0 ? kFrameHeader : 1)) return true;
+  }
+  if (!i.finished()) {
+    const Ring* r = ring(i.m->peer, me_);
+    const std::uint64_t avail = r->head.load(std::memory_order_acquire) - r->tail.load(std::memory_order_relaxed);
+    if (avail >= (i.done == 0 ? kFrameHeader : 1)) return true;
+  }
+  return false;
+}
 
-void Engine::p2p_wait(P2pOut& o, P2pIn& i, std::uint32_t seen) {
-  auto& bell = ctl_[me_].bell;
-  if (spin_until_changed(bell, seen, spin_us_)) return;
+// The adaptive spin of the collectives (Engine::spin) on the positions, then one sleep slice on the
+// doorbell (which an abort or a departing peer rings too).
+void Engine::p2p_wait(P2pOut& o, P2pIn& i) {
+  auto& c = ctl_[me_];
+  const std::uint32_t seen = c.bell.load(std::memory_order_acquire);
+  const auto t0 = Clock::now();
+  if (spin([&] { return p2p_ready(o, i) || c.bell.load(std::memory_order_acquire) != seen; })) return;
   p2p_check(o, i);
-  futex_sleep(bell, seen, ctl_[me_].bell_sleepers, std::chrono::milliseconds(20));
+  c.bell_sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (!p2p_ready(o, i) && c.bell.load(std::memory_order_seq_cst) == seen)
+    futex_wait(c.bell, seen, std::chrono::milliseconds(20));
+  c.bell_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  adapt_after_sleep(t0);
 }
 
 // Nothing moved: an abort record, a dead or departed peer (after a last look at its ring: it may
