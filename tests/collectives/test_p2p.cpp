@@ -15,7 +15,9 @@
 #include "harness.hpp"
 
 using namespace dtrain::coll;
+using dtrain::coll::test::no_errors;
 using dtrain::coll::test::run_ranks;
+using dtrain::coll::test::status_of;
 using dtrain::coll::test::World;
 using namespace std::chrono_literals;
 
@@ -55,23 +57,6 @@ P2pArgs send_args(const void* buf, std::size_t count, dtrain_dtype_t t, int peer
 }
 P2pArgs recv_args(void* buf, std::size_t count, dtrain_dtype_t t, int peer, int tag = 0) {
   return P2pArgs{nullptr, buf, count, t, peer, tag, false};
-}
-
-template <class F>
-std::pair<dtrain_status_t, std::string> status_of(F&& f) {
-  try {
-    f();
-    return {DTRAIN_SUCCESS, ""};
-  } catch (const CollError& e) {
-    return {e.status(), e.what()};
-  }
-}
-
-void no_errors(const std::vector<std::string>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    CAPTURE(r);
-    CHECK(errors[r] == "");
-  }
 }
 
 }  // namespace

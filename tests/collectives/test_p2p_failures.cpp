@@ -11,21 +11,13 @@
 #include "harness.hpp"
 
 using namespace dtrain::coll;
+using dtrain::coll::test::no_errors;
 using dtrain::coll::test::run_ranks;
+using dtrain::coll::test::status_of;
 using dtrain::coll::test::World;
 using namespace std::chrono_literals;
 
 namespace {
-
-template <class F>
-std::pair<dtrain_status_t, std::string> status_of(F&& f) {
-  try {
-    f();
-    return {DTRAIN_SUCCESS, ""};
-  } catch (const CollError& e) {
-    return {e.status(), e.what()};
-  }
-}
 
 std::vector<World> worlds(int size, std::chrono::milliseconds timeout) {
   World shm, tcp;

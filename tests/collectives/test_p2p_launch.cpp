@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "../cli/run_binary.hpp"
+#include "launch_env.hpp"
 #include "dtrain/common/net.hpp"
 
 namespace {
 
+using dtrain::coll::test::env_for;
 using dtrain::test::TempDir;
 
 std::string run_id(const std::string& what) { return "p2p-" + what + "-" + std::to_string(::getpid()); }
@@ -29,14 +31,6 @@ std::string job(const std::string& id, int ranks, const std::string& mode, const
                   " },\n  \"rendezvous\": { \"run_id\": \"" + id + "\" }";
   if (!parallel.empty()) j += ",\n  \"parallel\": " + parallel;
   return j + " }\n";
-}
-
-std::map<std::string, std::string> env_for(const std::string& transport, const std::string& timeout_s = "60") {
-  auto env = dtrain::test::base_env();
-  env["DTRAIN_TRANSPORT"] = transport;
-  env["DTRAIN_COLL_TIMEOUT_S"] = timeout_s;
-  env["DTRAIN_LOG"] = "info:coll";
-  return env;
 }
 
 int count_of(const std::string& s, const std::string& what) {

@@ -13,7 +13,9 @@
 #include "harness.hpp"
 
 using namespace dtrain::coll;
+using dtrain::coll::test::no_errors;
 using dtrain::coll::test::run_ranks;
+using dtrain::coll::test::status_of;
 using dtrain::coll::test::World;
 using namespace std::chrono_literals;
 
@@ -60,13 +62,6 @@ Seen seen(Communicator* g) {
   s.engine = g->engine_name();
   s.ok = exercise(*g);
   return s;
-}
-
-void no_errors(const std::vector<std::string>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    CAPTURE(r);
-    CHECK(errors[r] == "");
-  }
 }
 
 }  // namespace
