@@ -89,6 +89,23 @@ TEST_SUITE("collectives::p2p_launch") {
     }
   }
 
+  TEST_CASE("a worker without the layout, or with one that does not fit the world, is refused by name") {
+    auto env = dtrain::test::base_env();
+    env["RANK"] = "0";
+    env["WORLD_SIZE"] = "4";
+    auto r = dtrain::test::run({P2P_WORKER, "groups"}, env, 60);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("configuration error (2): DTRAIN_PARALLEL_ORDER is not set: dtrain_comm_init_group_from_env "
+                     "needs the parallel layout") != std::string::npos);
+    for (auto [k, v] : {std::pair{"DTRAIN_PARALLEL_ORDER", "tp-dp-pp"}, std::pair{"DTRAIN_TP_SIZE", "2"},
+                        std::pair{"DTRAIN_TP_RANK", "0"}, std::pair{"DTRAIN_PP_SIZE", "1"}, std::pair{"DTRAIN_PP_RANK", "0"},
+                        std::pair{"DTRAIN_DP_SIZE", "3"}, std::pair{"DTRAIN_DP_RANK", "0"}})
+      env[k] = v;
+    r = dtrain::test::run({P2P_WORKER, "groups"}, env, 60);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("DTRAIN_TP_SIZE=2 x DTRAIN_PP_SIZE=1 x DTRAIN_DP_SIZE=3 is not WORLD_SIZE=4") != std::string::npos);
+  }
+
   TEST_CASE("groups across two agents: hierarchical world, groups on every engine") {
     const std::string all = launch_two_nodes(4, "groups", R"({ "pipeline": 2, "tensor": 2 })");
     INFO(all);
