@@ -1,6 +1,7 @@
 // Shared-memory engine: point-to-point. Every ordered pair of local ranks has a ring in the segment
 // (shm_layout.hpp): a single-producer single-consumer byte stream of frames, each a 64-byte header
-// (the message's P2pDesc fingerprint and length) and the payload padded to 64 bytes. The sender
+// (the message's P2pDesc fingerprint and length; a payload of up to 24 bytes rides in the header's
+// last words, so a small message is one cache line) and the payload padded to 64 bytes. The sender
 // copies in what fits and publishes its head; the receiver checks the header against its own
 // description before it takes a byte, copies out and publishes its tail; large messages stream
 // through the ring in pieces, both sides copying at once. A message that fits returns from the send
@@ -28,10 +29,11 @@ namespace {
 constexpr std::uint64_t kFrameMagic = 0x3150326e69617274ull;  // "trainP21"
 constexpr std::uint64_t kPiece = 64 << 10;  // bytes copied between two publications of a position
 
-// Header words: magic, seq, fp0, fp1, payload length.
-enum : int { kWMagic, kWSeq, kWFp0, kWFp1, kWLen, kWords = 8 };
+// Header words: magic, seq, fp0, fp1, payload length, then an inline payload of up to 24 bytes.
+enum : int { kWMagic, kWSeq, kWFp0, kWFp1, kWLen, kWInline, kWords = 8 };
+constexpr std::uint64_t kInlineBytes = (kWords - kWInline) * 8;
 
-std::uint64_t frame_bytes(std::uint64_t len) { return kFrameHeader + round_up(len, 64); }
+std::uint64_t frame_bytes(std::uint64_t len) { return kFrameHeader + (len <= kInlineBytes ? 0 : round_up(len, 64)); }
 
 // Copies len bytes between a linear buffer and the ring at position pos (wrapping).
 void ring_copy_in(std::uint8_t* ring, std::size_t ring_bytes, std::uint64_t pos, const std::uint8_t* src,
@@ -79,11 +81,17 @@ bool Engine::send_step(P2pOut& o) {
   if (o.done == 0) {
     if (free < kFrameHeader) return false;
     std::uint64_t h[kWords] = {kFrameMagic, o.m->d.seq, o.m->d.fp0(), o.m->d.fp1(), len, 0, 0, 0};
+    if (len != 0 && len <= kInlineBytes) std::memcpy(&h[kWInline], o.m->src, len);
     std::memcpy(data + head % ring_bytes_, h, sizeof h);
     o.total = frame_bytes(len);
     o.done = kFrameHeader;
     head += kFrameHeader;
     free -= kFrameHeader;
+    if (o.done == o.total) {  // the whole message
+      r->head.store(head, std::memory_order_release);
+      notify(o.m->peer);
+      return true;
+    }
   } else if (free == 0) {
     return false;
   }
@@ -117,6 +125,12 @@ bool Engine::recv_step(P2pIn& i) {
     i.done = kFrameHeader;
     tail += kFrameHeader;
     avail -= kFrameHeader;
+    if (i.done == i.total) {  // the whole message
+      if (h[kWLen] != 0) std::memcpy(i.m->dst, &h[kWInline], h[kWLen]);
+      r->tail.store(tail, std::memory_order_release);
+      notify(i.m->peer);
+      return true;
+    }
   } else if (avail == 0) {
     return false;
   }
