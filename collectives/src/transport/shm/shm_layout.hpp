@@ -67,24 +67,29 @@ static_assert(sizeof(Engine::Ring) == 128, "two cache lines of ring control");
 inline std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
 constexpr int kSpinGrowth = 20;  // the adaptive spin reaches at most this x DTRAIN_COLL_SPIN_US
+constexpr int kPauseUs = 5;      // then it yields between polls (a peer may wait for this very core)
 
 // Spins while the peers are likely running, until ready() or the budget is spent. The budget
 // (DTRAIN_COLL_SPIN_US up to kSpinGrowth times that) doubles each time ready() comes within it;
 // after a sleep adapt_after_sleep() makes it twice the whole wait when that was short (a peer that
 // was itself waking up: spinning through its wake-up next time breaks the chain where each rank
 // sleeps in turn and every call pays a futex wake-up) and DTRAIN_COLL_SPIN_US when it was long (a
-// peer busy elsewhere: sleep soon, burn less). With more local ranks than CPUs a peer may be queued
-// on this very core: the spin yields it the core instead of pausing, and never grows.
+// peer busy elsewhere: sleep soon, burn less). After kPauseUs of pausing the spin yields between
+// polls, so a peer queued on this very core (other work on the machine) gets it; with more local
+// ranks than CPUs it yields from the start and never grows.
 template <class Ready>
 bool Engine::spin(Ready&& ready) {
-  const auto spin_until = Clock::now() + std::chrono::microseconds(spin_budget_us_);
+  const auto start = Clock::now();
+  const auto spin_until = start + std::chrono::microseconds(spin_budget_us_);
+  const auto yield_from = start + std::chrono::microseconds(kPauseUs);
+  bool yielding = oversubscribed_;
   for (;;) {
     for (int i = 0; i < 32; ++i) {
       if (ready()) {
         if (!oversubscribed_) spin_budget_us_ = std::min(spin_budget_us_ * 2, kSpinGrowth * spin_us_);
         return true;
       }
-      if (oversubscribed_) {
+      if (yielding) {
         ::sched_yield();
       } else {
 #if defined(__x86_64__) || defined(__i386__)
@@ -92,7 +97,9 @@ bool Engine::spin(Ready&& ready) {
 #endif
       }
     }
-    if (Clock::now() >= spin_until) return false;
+    const auto now = Clock::now();
+    if (now >= spin_until) return false;
+    yielding = yielding || now >= yield_from;
   }
 }
 
