@@ -67,7 +67,7 @@ static_assert(sizeof(Engine::Ring) == 128, "two cache lines of ring control");
 inline std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
 constexpr int kSpinGrowth = 20;  // the adaptive spin reaches at most this x DTRAIN_COLL_SPIN_US
-constexpr int kPauseUs = 5;      // then it yields between polls (a peer may wait for this very core)
+constexpr int kPauseUs = 50;     // then it yields between polls (a peer may wait for this very core)
 
 // Spins while the peers are likely running, until ready() or the budget is spent. The budget
 // (DTRAIN_COLL_SPIN_US up to kSpinGrowth times that) doubles each time ready() comes within it;
