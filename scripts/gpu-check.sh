@@ -8,7 +8,11 @@
 # 2. runs the NCCL unit tests, which on a GPU include a real one-rank communicator;
 # 3. runs a 1-rank job through `dtrain launch` (bench/gpu/allreduce_gpu.cpp) that allreduces device
 #    buffers of 8 B .. 1 GiB, checks every result against a host reference, and times dtrain next
-#    to a raw NCCL loop in the same process; prints the table (goal: dtrain overhead < 2%).
+#    to a raw NCCL loop in the same process; prints the table (goal: dtrain overhead < 2%);
+# 4. runs tests/nccl/nccl_p2p_worker.cpp under `dtrain launch` (GPU_CHECK_NPROC ranks): send/recv/
+#    sendrecv on device buffers around the ring (itself with one rank), a split made before any
+#    device call (its own NCCL unique id), ncclCommSplit and a split of that split, and a count
+#    mismatch reported before NCCL runs.
 #
 # Output: a short summary on stdout; logs and gpu-allreduce.md (the table, ready for
 # bench/RESULTS.md) under $OUT when set (the device runner), else under the build folder.
@@ -68,7 +72,7 @@ cmake_args=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTRAIN_
   "-DCMAKE_CUDA_ARCHITECTURES=$archs" -DDTRAIN_WARNINGS_AS_ERRORS=OFF)
 targets=(dtrain dtrain_collectives dtrain_gpu_allreduce)
 if timeout 240 cmake "${cmake_args[@]}" -DBUILD_TESTING=ON >"$out/configure.log" 2>&1; then
-  targets+=(test_nccl_core)
+  targets+=(test_nccl_core nccl_p2p_worker)
 else
   say "configure with tests failed (doctest missing?); building without tests (see $out/configure.log)"
   run_logged configure 240 cmake "${cmake_args[@]}" -DBUILD_TESTING=OFF
@@ -108,4 +112,17 @@ echo
 cat "$table"
 echo
 [ "$status" -eq 0 ] || die "the allreduce job failed (status $status); see $out/launch.log"
+
+# ---- 4. point-to-point and split on device buffers ----
+if [ -x "$build/tests/nccl/nccl_p2p_worker" ]; then
+  p2p_job=$build/gpu-check-p2p-job.json
+  printf '{ "version": 1, "name": "gpu-p2p", "command": ["%s"], "cluster": { "instances": 1, "gpus_per_instance": %s } }\n' \
+    "$build/tests/nccl/nccl_p2p_worker" "$nproc" >"$p2p_job"
+  run_logged p2p-launch 300 "$build/dtrain" launch "$p2p_job"
+  [ "$(grep -c 'nccl p2p ok' "$out/p2p-launch.log")" -eq "$nproc" ] ||
+    { tail -n 40 "$out/p2p-launch.log" >&2; die "the point-to-point job did not report ok from every rank"; }
+  say "device send/recv/sendrecv and split: ok on $nproc rank(s) (log: $out/p2p-launch.log)"
+else
+  say "tests/nccl/nccl_p2p_worker was not built (no tests configured): point-to-point not checked"
+fi
 say "PASS (table in $table, for bench/RESULTS.md)"

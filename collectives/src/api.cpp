@@ -1,9 +1,9 @@
-// The exported C ABI. Every function body runs inside guard(), which turns any exception into a
-// status code plus the thread-local last error, so nothing C++ crosses the boundary; it is the
-// library's only such conversion (the CPU engines and the NCCL backend throw CollError carrying the
-// status). Host buffers
-// go to the CPU communicator; device buffers (nccl::is_device_pointer) to a lazily created NCCL
-// communicator.
+// The exported C ABI: initialisation and the collectives (api_groups.cpp: split and groups from the
+// environment; api_p2p.cpp: point-to-point). Every function body runs inside guard()
+// (api_support.hpp), which turns any exception into a status code plus the thread-local last error,
+// so nothing C++ crosses the boundary; it is the library's only such conversion (the CPU engines and
+// the NCCL backend throw CollError carrying the status). Host buffers go to the CPU communicator;
+// device buffers (nccl::is_device_pointer) to a lazily created NCCL communicator.
 //
 // In place (both engines, the same forms): allreduce and broadcast take send == recv; allgather takes
 // send == recv + rank*sendcount (NCCL's layout) or send == recv (this rank's contribution is the first
@@ -21,133 +21,13 @@
 
 #include <fmt/format.h>
 
-#include "comm.hpp"
-#include "dtrain/collectives.h"
-#include "dtrain/common/net.hpp"
+#include "api_support.hpp"
 #include "dtrain/common/errors.hpp"
-#include "dtrain/common/params.hpp"
+#include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/client.hpp"
-#include "status.hpp"
-#include "transport/nccl/nccl_backend.hpp"
-
-struct dtrain_comm {
-  std::unique_ptr<dtrain::coll::Communicator> cpu;
-  std::unique_ptr<dtrain::coll::nccl::Comm> nccl;
-  // Set once the NCCL communicator could not be created (nccl == nullptr) or one of its calls failed:
-  // later device calls return nccl_status with nccl_error at once instead of running setup again.
-  bool nccl_failed = false;
-  dtrain_status_t nccl_status = DTRAIN_SUCCESS;
-  std::string nccl_error;
-};
 
 namespace dtrain::coll {
 namespace {
-
-// The status and message the C ABI reports for the exception being handled (call inside a catch).
-std::pair<dtrain_status_t, std::string> current_failure() {
-  try {
-    throw;
-  } catch (const CollError& e) {
-    return {e.status(), e.what()};
-  } catch (const AuthError& e) {
-    return {DTRAIN_ERR_AUTH, e.what()};
-  } catch (const TimeoutError& e) {
-    return {DTRAIN_ERR_TIMEOUT, e.what()};
-  } catch (const ConfigError& e) {
-    return {DTRAIN_ERR_CONFIG, e.what()};
-  } catch (const IoError& e) {
-    return {DTRAIN_ERR_PEER, e.what()};
-  } catch (const InternalError& e) {
-    return {DTRAIN_ERR_INTERNAL, e.what()};
-  } catch (const std::bad_alloc&) {
-    return {DTRAIN_ERR_SYSTEM, "out of memory"};
-  } catch (const std::exception& e) {
-    return {DTRAIN_ERR_INTERNAL, e.what()};
-  } catch (...) {
-    return {DTRAIN_ERR_INTERNAL, "unknown exception"};
-  }
-}
-
-// Every exported function's body: the one place where exceptions become statuses.
-template <class F>
-dtrain_status_t guard(F&& body) noexcept {
-  try {
-    set_last_error("");
-    return body();
-  } catch (...) {
-    auto [status, message] = current_failure();
-    return fail(status, std::move(message));
-  }
-}
-
-Communicator& cpu_of(dtrain_comm_t comm) {
-  if (comm == nullptr || !comm->cpu) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "the communicator is NULL");
-  return *comm->cpu;
-}
-
-bool on_device(const void* a, const void* b) { return nccl::is_device_pointer(a) || nccl::is_device_pointer(b); }
-
-// Remembers the first failure of the NCCL communicator (or of its creation).
-void remember_nccl_failure(dtrain_comm_t comm, dtrain_status_t status, std::string message) {
-  if (comm->nccl_failed) return;
-  comm->nccl_failed = true;
-  comm->nccl_status = status;
-  comm->nccl_error = std::move(message);
-}
-
-// The NCCL communicator for device buffers, created on first use from the same store. A failed
-// creation is remembered: the later calls fail at once with the same status and message.
-nccl::Comm& nccl_of(dtrain_comm_t comm, const void* sendbuf, const void* recvbuf) {
-  Communicator& c = cpu_of(comm);
-  if (comm->nccl_failed) {
-    if (!comm->nccl) throw CollError(comm->nccl_status, comm->nccl_error);
-    throw CollError(DTRAIN_ERR_ABORTED,
-                    fmt::format("the NCCL communicator failed earlier; destroy the communicator (first error: {})",
-                                comm->nccl_error));
-  }
-  if (!comm->nccl) {
-    nccl::Options o;
-    o.rank = c.rank();
-    o.size = c.size();
-    o.local_rank = c.local_rank();
-    // The device the buffers live on, unless the user chose one with DTRAIN_CUDA_DEVICE (then a
-    // buffer elsewhere is refused with both devices named).
-    if (param_string("DTRAIN_CUDA_DEVICE").empty()) {
-      o.device = nccl::device_of(recvbuf);
-      if (o.device < 0) o.device = nccl::device_of(sendbuf);
-    }
-    o.store = c.store();
-    o.timeout = c.timeout();
-    try {
-      comm->nccl = nccl::create(o);
-    } catch (const std::bad_alloc&) {
-      remember_nccl_failure(comm, DTRAIN_ERR_SYSTEM, "out of memory while creating the NCCL communicator");
-      throw;
-    } catch (...) {  // nccl::Error, "built without NCCL" included
-      auto [status, message] = current_failure();
-      remember_nccl_failure(comm, status, std::move(message));
-      throw;
-    }
-  }
-  return *comm->nccl;
-}
-
-// Runs one call on the NCCL communicator. A failure other than a bad argument is remembered: the
-// communicator is unusable from then on.
-template <class F>
-dtrain_status_t on_nccl(dtrain_comm_t comm, F&& call) {
-  try {
-    call();
-    return DTRAIN_SUCCESS;
-  } catch (const std::bad_alloc&) {
-    remember_nccl_failure(comm, DTRAIN_ERR_SYSTEM, "NCCL backend: out of host memory");
-    throw CollError(DTRAIN_ERR_SYSTEM, "NCCL backend: out of host memory");
-  } catch (...) {
-    auto [status, message] = current_failure();
-    if (status != DTRAIN_ERR_INVALID_ARGUMENT) remember_nccl_failure(comm, status, std::move(message));
-    throw;
-  }
-}
 
 // Byte ranges [a, a+an) and [b, b+bn) share a byte.
 bool overlap(const void* a, std::size_t an, const void* b, std::size_t bn) {
@@ -195,28 +75,6 @@ bool reduce_scatter_alias(const void* send, const void* recv, std::size_t recvco
                               rank));
 }
 
-std::string env_or(const char* name, const char* fallback_name = nullptr) {
-  if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
-  if (fallback_name != nullptr)
-    if (const char* v = std::getenv(fallback_name); v != nullptr && *v != '\0') return v;
-  return {};
-}
-
-int env_int(const char* name, bool required, int dflt, const char* fallback_name = nullptr) {
-  std::string v = env_or(name, fallback_name);
-  if (v.empty()) {
-    if (required)
-      throw dtrain::ConfigError(fmt::format("{} is not set: run the worker under `dtrain launch` (which sets RANK, "
-                                    "WORLD_SIZE, DTRAIN_STORE_ADDR, ...) or use dtrain_comm_init()",
-                                    name));
-    return dflt;
-  }
-  char* end = nullptr;
-  long x = std::strtol(v.c_str(), &end, 10);
-  if (*end != '\0' || x < -1 || x > 1 << 30) throw dtrain::ConfigError(fmt::format("{}={}: expected an integer", name, v));
-  return static_cast<int>(x);
-}
-
 dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out) {
   if (out == nullptr) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "comm (the output pointer) is NULL");
   *out = nullptr;
@@ -251,6 +109,30 @@ dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out) 
 }
 
 }  // namespace
+
+dtrain_status_t init_world_from_env(dtrain_comm_t* comm) {
+  dtrain_init_options_t o;
+  dtrain_init_options_default(&o);
+  o.rank = env_int("RANK", true, 0);
+  o.size = env_int("WORLD_SIZE", true, 1);
+  o.local_rank = env_int("LOCAL_RANK", false, -1);
+  o.local_size = env_int("LOCAL_WORLD_SIZE", false, -1);
+  if (o.local_size < 0) o.local_rank = -1;
+  std::string addr = env_or("DTRAIN_STORE_ADDR");
+  if (addr.empty())
+    throw ConfigError("DTRAIN_STORE_ADDR is not set: run the worker under `dtrain launch`, or set it to the "
+                      "HOST:PORT of a dtrain rendezvous store, or use dtrain_comm_init()");
+  const auto hp = dtrain::net::parse_host_port(addr, "DTRAIN_STORE_ADDR");
+  std::string token = env_or("DTRAIN_STORE_TOKEN");
+  std::string run = env_or("DTRAIN_RUN_ID", "TORCHELASTIC_RUN_ID");
+  o.store_host = hp.host.c_str();
+  o.store_port = hp.port;
+  o.token = token.c_str();
+  o.run_id = run.empty() ? nullptr : run.c_str();
+  o.generation = env_int("DTRAIN_GENERATION", false, 0, "TORCHELASTIC_RESTART_COUNT");
+  return init_common(o, comm);
+}
+
 }  // namespace dtrain::coll
 
 using namespace dtrain::coll;
@@ -283,28 +165,7 @@ dtrain_status_t dtrain_comm_init(const dtrain_init_options_t* options, dtrain_co
 }
 
 dtrain_status_t dtrain_comm_init_from_env(dtrain_comm_t* comm) {
-  return guard([&] {
-    dtrain_init_options_t o;
-    dtrain_init_options_default(&o);
-    o.rank = env_int("RANK", true, 0);
-    o.size = env_int("WORLD_SIZE", true, 1);
-    o.local_rank = env_int("LOCAL_RANK", false, -1);
-    o.local_size = env_int("LOCAL_WORLD_SIZE", false, -1);
-    if (o.local_size < 0) o.local_rank = -1;
-    std::string addr = env_or("DTRAIN_STORE_ADDR");
-    if (addr.empty())
-      throw dtrain::ConfigError("DTRAIN_STORE_ADDR is not set: run the worker under `dtrain launch`, or set it to the "
-                        "HOST:PORT of a dtrain rendezvous store, or use dtrain_comm_init()");
-    const auto hp = dtrain::net::parse_host_port(addr, "DTRAIN_STORE_ADDR");
-    std::string token = env_or("DTRAIN_STORE_TOKEN");
-    std::string run = env_or("DTRAIN_RUN_ID", "TORCHELASTIC_RUN_ID");
-    o.store_host = hp.host.c_str();
-    o.store_port = hp.port;
-    o.token = token.c_str();
-    o.run_id = run.empty() ? nullptr : run.c_str();
-    o.generation = env_int("DTRAIN_GENERATION", false, 0, "TORCHELASTIC_RESTART_COUNT");
-    return init_common(o, comm);
-  });
+  return guard([&] { return init_world_from_env(comm); });
 }
 
 dtrain_status_t dtrain_comm_rank(dtrain_comm_t comm, int* rank) {
@@ -408,6 +269,7 @@ dtrain_status_t dtrain_comm_destroy(dtrain_comm_t comm) {
     if (comm == nullptr) return DTRAIN_SUCCESS;
     std::unique_ptr<dtrain_comm> owned(comm);
     owned->nccl.reset();
+    owned->nccl_store.reset();
     owned->cpu.reset();
     return DTRAIN_SUCCESS;
   });
@@ -420,7 +282,7 @@ const char* dtrain_status_string(dtrain_status_t status) {
     case DTRAIN_ERR_CONFIG: return "configuration error";
     case DTRAIN_ERR_TIMEOUT: return "timeout";
     case DTRAIN_ERR_PEER: return "peer failure";
-    case DTRAIN_ERR_MISMATCH: return "mismatched collective calls";
+    case DTRAIN_ERR_MISMATCH: return "mismatched calls";
     case DTRAIN_ERR_UNSUPPORTED: return "unsupported";
     case DTRAIN_ERR_SYSTEM: return "system error";
     case DTRAIN_ERR_NCCL: return "NCCL error";

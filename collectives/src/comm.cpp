@@ -35,6 +35,7 @@ void apply_params(CommConfig& cfg, double timeout_s_override) {
     return v;
   };
   cfg.shm_slot_bytes = static_cast<std::size_t>(positive("DTRAIN_SHM_SLOT_BYTES", 4096));
+  cfg.shm_p2p_bytes = static_cast<std::size_t>(positive("DTRAIN_SHM_P2P_BYTES", 16384));
   cfg.tcp_chunk_bytes = static_cast<std::size_t>(positive("DTRAIN_TCP_CHUNK_BYTES", 4096));
   cfg.spin_us = static_cast<int>(std::min<std::int64_t>(positive("DTRAIN_COLL_SPIN_US", 0), 1000000));
 }
@@ -56,22 +57,49 @@ Communicator::Communicator(const CommConfig& cfg_in, std::shared_ptr<rdzv::Store
   DTRAIN_CHECK(store_ != nullptr, "no store");
   // Keys of this communicator: the n-th communicator a rank creates in this run and generation.
   const std::int64_t instance = store_->add(fmt::format("coll/instance/{}", cfg_.rank), 1);
+  Group g;
+  for (int r = 0; r < cfg_.size; ++r) g.members.push_back(r);
+  g.rank = cfg_.rank;
+  g.host = cfg_.rank - cfg_.local_rank;
+  g.key_prefix = fmt::format("coll/{}/", instance);
+  start(std::move(g));
+}
+
+Communicator::Communicator(const CommConfig& cfg, std::shared_ptr<rdzv::Store> store, Group group)
+    : cfg_(cfg), store_(std::move(store)) {
+  start(std::move(group));
+}
+
+void Communicator::start(Group g) {
+  members_ = g.members;
+  rank_ = g.rank;
+  host_ = g.host;
+  key_prefix_ = g.key_prefix;
+  sent_.assign(members_.size(), 0);
+  received_.assign(members_.size(), 0);
   TransportOptions o;
-  for (int r = 0; r < cfg_.size; ++r) o.members.push_back(r);
-  o.rank = cfg_.rank;
-  for (int j = 0; j < cfg_.local_size; ++j) o.node.push_back(cfg_.rank - cfg_.local_rank + j);
+  o.members = std::move(g.members);
+  o.rank = g.rank;
+  if (g.host_of.empty()) {  // the world: this host's ranks are contiguous
+    for (int j = 0; j < cfg_.local_size; ++j) o.node.push_back(cfg_.rank - cfg_.local_rank + j);
+  } else {
+    for (std::size_t r = 0; r < g.host_of.size(); ++r)
+      if (g.host_of[r] == host_) o.node.push_back(static_cast<int>(r));
+  }
+  o.host_of = std::move(g.host_of);
   o.kind = cfg_.transport;
   o.store = store_.get();
-  o.key_prefix = fmt::format("coll/{}/", instance);
+  o.key_prefix = key_prefix_;
   o.shm_name_prefix = fmt::format("dtrain-{}-g{}", sanitize(cfg_.run_id), cfg_.generation);
   o.advertise = cfg_.advertise;
   o.timeout = cfg_.timeout;
   o.shm_slot_bytes = cfg_.shm_slot_bytes;
+  o.shm_p2p_bytes = cfg_.shm_p2p_bytes;
   o.tcp_chunk_bytes = cfg_.tcp_chunk_bytes;
   o.spin_us = cfg_.spin_us;
   transport_ = make_transport(o);
-  DTRAIN_INFO(coll, "rank {}/{} (local {}/{}): {} engine", cfg_.rank, cfg_.size, cfg_.local_rank, cfg_.local_size,
-              engine_name());
+  DTRAIN_INFO(coll, "rank {}/{} (world rank {}, local {}/{}, keys {}): {} engine", rank_, size(), cfg_.rank,
+              cfg_.local_rank, cfg_.local_size, key_prefix_, engine_name());
 }
 
 Communicator::~Communicator() = default;
@@ -91,9 +119,9 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
   if ((kind == OpKind::allreduce || kind == OpKind::reduce_scatter) && !valid_redop(op))
     throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
                     fmt::format("{}: invalid reduction op {}", op_kind_name(kind), static_cast<int>(op)));
-  if (kind == OpKind::broadcast && (root < 0 || root >= cfg_.size))
+  if (kind == OpKind::broadcast && (root < 0 || root >= size()))
     throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                    fmt::format("broadcast: root {} is outside world size {}", root, cfg_.size));
+                    fmt::format("broadcast: root {} is not a rank of this communicator (size {})", root, size()));
   OpDesc d;
   d.seq = ++seq_;
   d.kind = kind;
@@ -113,22 +141,6 @@ void Communicator::mark_failed(dtrain_status_t status, const std::string& msg) n
   if (transport_) transport_->abort(status, msg);
 }
 
-template <class F>
-void Communicator::run(F&& body) {
-  try {
-    body();
-  } catch (const CollError& e) {
-    mark_failed(e.status(), e.what());
-    throw;
-  } catch (const TimeoutError& e) {
-    mark_failed(DTRAIN_ERR_TIMEOUT, e.what());
-    throw CollError(DTRAIN_ERR_TIMEOUT, e.what());
-  } catch (const std::exception& e) {
-    mark_failed(DTRAIN_ERR_INTERNAL, e.what());
-    throw;
-  }
-}
-
 namespace {
 void need(const void* p, std::size_t count, const char* what, OpKind kind) {
   if (p == nullptr && count != 0)
@@ -146,7 +158,7 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, dt
 
 void Communicator::broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root) {
   OpDesc d = next(OpKind::broadcast, count, dtype, DTRAIN_SUM, root);
-  if (cfg_.rank == root) need(send, count, "sendbuf (at the root)", d.kind);
+  if (rank_ == root) need(send, count, "sendbuf (at the root)", d.kind);
   need(recv, count, "recvbuf", d.kind);
   run([&] { transport_->broadcast(d, send, recv); });
 }

@@ -1,7 +1,10 @@
 #pragma once
 // The CPU communicator behind the C ABI: validates each call, numbers the calls, applies deadlines,
 // remembers the first failure (later calls return DTRAIN_ERR_ABORTED) and runs the call on its
-// transport (transport/transport.hpp), which make_transport() picks from where the ranks are:
+// transport (transport/transport.hpp). A communicator is the world (the constructor) or a group split
+// from another (split(), comm_split.cpp: its members, their hosts and its own store keys); it also
+// carries point-to-point messages (sendrecv(), comm_p2p.cpp). make_transport() picks the engine from
+// where the ranks are:
 //   one node (and DTRAIN_TRANSPORT != tcp)      -> shared memory
 //   one rank per node, or DTRAIN_TRANSPORT=tcp  -> TCP between all ranks
 //   several nodes with several ranks each       -> hierarchical: allreduce and barrier reduce within
@@ -11,6 +14,7 @@
 // and `dtrain launch` number them.
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,8 +37,22 @@ struct CommConfig {
   std::string transport = "auto";  // auto | tcp
   std::string advertise;           // empty: DTRAIN_SOCKET_ADDR, DTRAIN_LOCAL_ADDR, the store connection
   std::size_t shm_slot_bytes = 2 << 20;
+  std::size_t shm_p2p_bytes = 2 << 20;
   std::size_t tcp_chunk_bytes = 1 << 20;
   int spin_us = 50;
+};
+
+// One direction of a point-to-point call: the buffer (src to send, dst to receive), its count and
+// dtype, the peer (a rank of the communicator, the caller's own included) and the tag. `device`: the
+// data moves through NCCL; only the description travels here, for matching.
+struct P2pArgs {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  std::size_t count = 0;
+  dtrain_dtype_t dtype = DTRAIN_UINT8;
+  int peer = 0;
+  int tag = 0;
+  bool device = false;
 };
 
 // Fills the tunables (timeout, transport, slot and chunk sizes, spin) from the DTRAIN_* registry.
@@ -43,16 +61,21 @@ void apply_params(CommConfig& cfg, double timeout_s_override);
 
 class Communicator {
  public:
-  // Bootstraps the engines through `store` (keys already scoped to run id + generation). Throws
-  // CollError / dtrain::Error.
+  // The world: bootstraps the engines through `store` (keys already scoped to run id + generation).
+  // Throws CollError / dtrain::Error.
   Communicator(const CommConfig& cfg, std::shared_ptr<rdzv::Store> store);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int rank() const { return cfg_.rank; }
-  int size() const { return cfg_.size; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  // The world rank of a rank of this communicator.
+  int world_rank(int r) const { return members_[static_cast<std::size_t>(r)]; }
+  // This process's local rank among the world's ranks of its host (LOCAL_RANK).
   int local_rank() const { return cfg_.local_rank; }
+  // The prefix of this communicator's store keys, e.g. "coll/1/" or "coll/1/split/2/0/".
+  const std::string& key_prefix() const { return key_prefix_; }
   rdzv::Store* store() const { return store_.get(); }
   std::chrono::milliseconds timeout() const { return cfg_.timeout; }
   // "shm", "tcp", "hierarchical" or "self".
@@ -64,22 +87,86 @@ class Communicator {
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype, dtrain_op_t op);
   void barrier();
 
+  // MPI_Comm_split over this communicator (collective; comm_split.cpp): the ranks that pass the same
+  // color >= 0 form a new communicator, ordered by key, then by rank here; a negative color joins
+  // none (comm is null). `flag` is ANDed over every rank of this communicator into all_flag (the C
+  // ABI asks whether every rank has an NCCL communicator to split too).
+  struct Split {
+    std::unique_ptr<Communicator> comm;
+    bool all_flag = false;
+  };
+  Split split(int color, int key, bool flag);
+
+  // Point-to-point (comm_p2p.cpp): sends `send` and receives `recv` at the same time (either may be
+  // null), each the next message of its ordered pair, checked against the sender's description.
+  // Messages to this rank itself are copied into a queue that its receives take from.
+  void sendrecv(const P2pArgs* send, const P2pArgs* recv);
+  // sendrecv's argument checks alone (DTRAIN_ERR_INVALID_ARGUMENT; nothing is sent).
+  void check_p2p(const P2pArgs& a, const char* what) const;
+
   // Marks the communicator failed (used by the C ABI for errors raised outside the CPU engines).
   void mark_failed(dtrain_status_t status, const std::string& msg) noexcept;
   bool failed() const { return failed_; }
 
  private:
+  // Who the communicator's ranks are (world ranks, hosts), which one this process is, and where its
+  // store keys live.
+  struct Group {
+    std::vector<int> members;
+    int rank = 0;
+    std::vector<std::int64_t> host_of;  // empty for the world
+    std::int64_t host = 0;              // this process's host (the world rank of its first rank)
+    std::string key_prefix;
+  };
+  // A group split from a parent with `cfg`.
+  Communicator(const CommConfig& cfg, std::shared_ptr<rdzv::Store> store, Group group);
+  void start(Group group);
   OpDesc next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root);
   void check_usable() const;
   template <class F>
   void run(F&& body);
+  // point-to-point (comm_p2p.cpp)
+  P2pMsg message(const P2pArgs& a, bool sending);
+  void to_self(const P2pMsg& m);
+  void from_self(const P2pMsg& m);
+
+  // A message this rank sent to itself, waiting for its receive.
+  struct Queued {
+    P2pDesc d;
+    std::vector<std::uint8_t> bytes;
+  };
 
   CommConfig cfg_;
   std::shared_ptr<rdzv::Store> store_;
+  std::vector<int> members_;
+  int rank_ = 0;
+  std::int64_t host_ = 0;
+  std::string key_prefix_;
   std::unique_ptr<Transport> transport_;  // after store_: destroyed before it
   std::uint64_t seq_ = 0;
+  std::uint64_t splits_ = 0;
+  std::vector<std::uint64_t> sent_, received_;  // point-to-point messages per peer
+  std::deque<Queued> self_;
   bool failed_ = false;
   std::string failure_;
 };
+
+// Runs an engine call: a failure marks the communicator failed (and aborts the engine, so waiting
+// peers stop) before it propagates.
+template <class F>
+void Communicator::run(F&& body) {
+  try {
+    body();
+  } catch (const CollError& e) {
+    mark_failed(e.status(), e.what());
+    throw;
+  } catch (const TimeoutError& e) {
+    mark_failed(DTRAIN_ERR_TIMEOUT, e.what());
+    throw CollError(DTRAIN_ERR_TIMEOUT, e.what());
+  } catch (const std::exception& e) {
+    mark_failed(DTRAIN_ERR_INTERNAL, e.what());
+    throw;
+  }
+}
 
 }  // namespace dtrain::coll

@@ -11,6 +11,9 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::broadcast: return "broadcast";
     case OpKind::allgather: return "allgather";
     case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::comm_split: return "comm_split";
+    case OpKind::send: return "send";
+    case OpKind::recv: return "recv";
   }
   return "unknown-op";
 }
@@ -42,10 +45,24 @@ std::string describe(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrai
       return fmt::format("reduce_scatter(recvcount {}, {}, {})", count, dtype_name(dtype), op_name(op));
     case OpKind::broadcast: return fmt::format("broadcast(count {}, {}, root {})", count, dtype_name(dtype), root);
     case OpKind::allgather: return fmt::format("allgather(sendcount {}, {})", count, dtype_name(dtype));
+    case OpKind::comm_split: return "comm_split";
+    case OpKind::send:
+    case OpKind::recv: return fmt::format("{}(count {}, {})", op_kind_name(kind), count, dtype_name(dtype));
   }
   return "unknown";
 }
 }  // namespace
+
+std::size_t P2pDesc::bytes() const { return device ? 0 : count * dtype_size(dtype); }
+
+std::string P2pDesc::text() const { return describe_p2p(seq, fp0(), fp1()); }
+
+std::string describe_p2p(std::uint64_t seq, std::uint64_t fp0, std::uint64_t fp1) {
+  const auto dtype = static_cast<dtrain_dtype_t>(fp1 & 0xff);
+  const bool device = ((fp1 >> 8) & 0xff) != 0;
+  const auto tag = static_cast<int>(static_cast<std::uint32_t>(fp1 >> 32));
+  return fmt::format("#{} (tag {}, count {}, {}{})", seq, tag, fp0, dtype_name(dtype), device ? ", device buffer" : "");
+}
 
 std::string OpDesc::text() const { return fmt::format("{} #{}", describe(kind, count, dtype, op, root), seq); }
 

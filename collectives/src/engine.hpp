@@ -14,7 +14,7 @@ namespace dtrain::coll {
 
 using Clock = std::chrono::steady_clock;
 
-enum class OpKind : std::uint8_t { barrier = 1, allreduce, broadcast, allgather, reduce_scatter };
+enum class OpKind : std::uint8_t { barrier = 1, allreduce, broadcast, allgather, reduce_scatter, comm_split, send, recv };
 
 const char* op_kind_name(OpKind kind);
 std::size_t dtype_size(dtrain_dtype_t dtype);
@@ -52,6 +52,40 @@ class CollError : public Error {
 
  private:
   dtrain_status_t status_;
+};
+
+// One point-to-point message as both of its ends must describe it: the seq-th message (from 1) from
+// one rank to another carries tag, count and dtype; the receiver compares its own description with
+// the sender's (fp0, fp1) before it takes a byte. `device`: the payload travels through NCCL and
+// only this description through the CPU engine (bytes() is then 0).
+struct P2pDesc {
+  std::uint64_t seq = 0;
+  int tag = 0;
+  std::size_t count = 0;
+  dtrain_dtype_t dtype = DTRAIN_UINT8;
+  bool device = false;
+  Clock::time_point deadline{};
+
+  std::size_t bytes() const;
+  std::uint64_t fp0() const { return count; }
+  std::uint64_t fp1() const {
+    return static_cast<std::uint64_t>(dtype) | (static_cast<std::uint64_t>(device) << 8) |
+           (static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag)) << 32);
+  }
+  // "#3 (tag 5, count 100, float32)"
+  std::string text() const;
+};
+
+// Describes the message behind a point-to-point fingerprint, e.g. "#3 (tag 5, count 100, float32)".
+std::string describe_p2p(std::uint64_t seq, std::uint64_t fp0, std::uint64_t fp1);
+
+// One direction of a point-to-point call in flight: the message, the peer (a group rank, never the
+// caller's own) and the user's buffer (src for a send, dst for a receive).
+struct P2pMsg {
+  P2pDesc d;
+  int peer = -1;
+  const void* src = nullptr;
+  void* dst = nullptr;
 };
 
 // Seconds as text for messages: "30 s", "0.5 s".

@@ -1,11 +1,16 @@
 #pragma once
 // Ranks as threads over an in-memory store: each thread builds its own Communicator and runs `body`.
-// Errors are collected per rank and returned (doctest asserts stay on the main thread).
+// Errors are collected per rank and returned (doctest asserts stay on the main thread); status_of()
+// and no_errors() read them.
+#include <doctest/doctest.h>
+
 #include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <utility>
 
 #include "comm.hpp"
 #include "dtrain/rendezvous/store.hpp"
@@ -53,6 +58,25 @@ inline std::vector<std::string> run_ranks(const World& w, const std::function<vo
     });
   for (auto& t : threads) t.join();
   return errors;
+}
+
+// Runs f and returns the CollError status it threw (SUCCESS when none) and its text.
+template <class F>
+std::pair<dtrain_status_t, std::string> status_of(F&& f) {
+  try {
+    f();
+    return {DTRAIN_SUCCESS, ""};
+  } catch (const CollError& e) {
+    return {e.status(), e.what()};
+  }
+}
+
+// Checks that no rank of run_ranks() threw.
+inline void no_errors(const std::vector<std::string>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    CAPTURE(r);
+    CHECK(errors[r] == "");
+  }
 }
 
 }  // namespace dtrain::coll::test

@@ -17,6 +17,18 @@ soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
 # Only the C ABI is exported.
 extra=$(nm -D --defined-only "$lib" | awk '$2 != "A" {print $3}' | grep -v '^dtrain_' || true)
 [ -z "$extra" ] || { echo "FAIL: symbols beyond the C ABI exported:"; echo "$extra" | head; exit 1; }
+# Each function under its version node: 0.1's names stay in DTRAIN_0.1, later ones in DTRAIN_0.2.
+syms=$(nm -D --defined-only "$lib")
+for f in dtrain_version dtrain_comm_init_from_env dtrain_init_options_default dtrain_comm_init dtrain_comm_rank \
+         dtrain_comm_size dtrain_allreduce dtrain_broadcast dtrain_allgather dtrain_reduce_scatter dtrain_barrier \
+         dtrain_comm_destroy dtrain_status_string dtrain_last_error; do
+  grep -q " $f@@DTRAIN_0.1\$" <<<"$syms" || { echo "FAIL: $f is not exported as $f@@DTRAIN_0.1"; echo "$syms"; exit 1; }
+done
+for f in dtrain_comm_split dtrain_comm_init_group_from_env dtrain_send dtrain_recv dtrain_sendrecv; do
+  grep -q " $f@@DTRAIN_0.2\$" <<<"$syms" || { echo "FAIL: $f is not exported as $f@@DTRAIN_0.2"; echo "$syms"; exit 1; }
+done
+[ "$(grep -c ' T dtrain_' <<<"$syms")" -eq 19 ] || { echo "FAIL: want 19 exported functions"; echo "$syms"; exit 1; }
+objdump -T "$lib" | grep -q 'DTRAIN_0.2' || { echo "FAIL: no DTRAIN_0.2 version node"; exit 1; }
 [ -f "$prefix/include/dtrain/collectives.h" ] && [ -f "$prefix/include/dtrain/collectives.hpp" ] ||
   { echo "FAIL: headers not installed"; exit 1; }
 

@@ -13,21 +13,11 @@
 
 using namespace dtrain::coll;
 using dtrain::coll::test::run_ranks;
+using dtrain::coll::test::status_of;
 using dtrain::coll::test::World;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Runs body and returns the CollError status it threw (SUCCESS when none) and its text.
-template <class F>
-std::pair<dtrain_status_t, std::string> status_of(F&& f) {
-  try {
-    f();
-    return {DTRAIN_SUCCESS, ""};
-  } catch (const CollError& e) {
-    return {e.status(), e.what()};
-  }
-}
 
 std::vector<std::string> shm_entries(const std::string& stem) {
   std::vector<std::string> out;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../cli/run_binary.hpp"
+#include "launch_env.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 
@@ -27,6 +28,7 @@ extern char** environ;
 
 namespace {
 
+using dtrain::coll::test::env_for;
 using dtrain::test::TempDir;
 
 std::string job(const std::string& run_id, int ranks, const std::vector<std::string>& args) {
@@ -35,14 +37,6 @@ std::string job(const std::string& run_id, int ranks, const std::vector<std::str
   return "{ \"version\": 1, \"name\": \"coll\", \"command\": [" + cmd + "],\n  \"cluster\": { \"instances\": 1, " +
          "\"procs_per_instance\": " + std::to_string(ranks) + " },\n  \"rendezvous\": { \"run_id\": \"" + run_id +
          "\" } }\n";
-}
-
-std::map<std::string, std::string> env_for(const std::string& transport, const std::string& timeout_s = "60") {
-  auto env = dtrain::test::base_env();
-  env["DTRAIN_TRANSPORT"] = transport;
-  env["DTRAIN_COLL_TIMEOUT_S"] = timeout_s;
-  env["DTRAIN_LOG"] = "info:coll";
-  return env;
 }
 
 std::size_t shm_entries(const std::string& stem) {

@@ -33,7 +33,8 @@ typedef enum DTRAIN_ENUM_BASE {
   DTRAIN_ERR_CONFIG = 2,           /* missing/bad environment or init parameters */
   DTRAIN_ERR_TIMEOUT = 3,          /* a deadline passed; the error names the missing ranks */
   DTRAIN_ERR_PEER = 4,             /* a peer rank failed or its connection broke */
-  DTRAIN_ERR_MISMATCH = 5,         /* ranks called with different count/dtype/op/root */
+  DTRAIN_ERR_MISMATCH = 5,         /* ranks called with different count/dtype/op/root, or a message
+                                      did not match its receive (tag/count/dtype) */
   DTRAIN_ERR_UNSUPPORTED = 6,      /* e.g. a device buffer in a build without NCCL */
   DTRAIN_ERR_SYSTEM = 7,           /* out of memory, /dev/shm full, socket errors */
   DTRAIN_ERR_NCCL = 8,             /* NCCL returned an error */
@@ -91,6 +92,44 @@ DTRAIN_API dtrain_status_t dtrain_comm_destroy(dtrain_comm_t comm);
 
 DTRAIN_API const char* dtrain_status_string(dtrain_status_t status);
 DTRAIN_API const char* dtrain_last_error(void);
+
+/* ---- Since 0.2 (version node DTRAIN_0.2): groups and point-to-point ---- */
+
+/* dtrain_comm_split's color for a rank that joins no new communicator (*out becomes NULL); any
+ * negative color means the same. */
+#define DTRAIN_UNDEFINED (-1)
+/* A peer of dtrain_sendrecv that skips that direction (MPI_PROC_NULL). */
+#define DTRAIN_PROC_NULL (-2)
+
+/* The groups of a parallel layout (dtrain-job(5) `parallel`, the DTRAIN_TP/PP/DP_* environment). */
+typedef enum DTRAIN_ENUM_BASE {
+  DTRAIN_GROUP_TENSOR = 0,   /* the ranks that hold the shards of one pipeline stage of one replica */
+  DTRAIN_GROUP_PIPELINE = 1, /* the stages of one tensor shard of one replica */
+  DTRAIN_GROUP_DATA = 2      /* the replicas of one shard of one stage */
+} dtrain_group_kind_t;
+
+/* MPI_Comm_split: collective over comm. The ranks that pass the same color >= 0 get a new
+ * communicator, ranked by key, ties by their rank in comm; DTRAIN_UNDEFINED gives *out = NULL. */
+DTRAIN_API dtrain_status_t dtrain_comm_split(dtrain_comm_t comm, int color, int key, dtrain_comm_t* out);
+/* The calling rank's tensor, pipeline or data group from the layout `dtrain launch` puts in the
+ * environment; its rank is this rank's coordinate of that kind. Collective over the world: every
+ * rank calls it with the same kinds in the same order. */
+DTRAIN_API dtrain_status_t dtrain_comm_init_group_from_env(dtrain_group_kind_t kind, dtrain_comm_t* out);
+
+/* Blocking, tagged point-to-point. The n-th send from rank a to rank b is matched with the n-th recv
+ * on b from a; their tag, count and dtype must agree (DTRAIN_ERR_MISMATCH otherwise). A send returns
+ * once its message is handed to the engine (at once for small messages), a recv once the data is in
+ * buf. See dtrain-collectives(3), POINT-TO-POINT, for what may deadlock. */
+DTRAIN_API dtrain_status_t dtrain_send(dtrain_comm_t comm, const void* buf, size_t count, dtrain_dtype_t dtype,
+                                       int peer, int tag, void* stream);
+DTRAIN_API dtrain_status_t dtrain_recv(dtrain_comm_t comm, void* buf, size_t count, dtrain_dtype_t dtype,
+                                       int peer, int tag, void* stream);
+/* A send to dest and a recv from source progressing together (MPI_Sendrecv): never deadlocks on the
+ * other direction. Either peer may be DTRAIN_PROC_NULL. */
+DTRAIN_API dtrain_status_t dtrain_sendrecv(dtrain_comm_t comm, const void* sendbuf, size_t sendcount,
+                                           dtrain_dtype_t senddtype, int dest, int sendtag, void* recvbuf,
+                                           size_t recvcount, dtrain_dtype_t recvdtype, int source, int recvtag,
+                                           void* stream);
 
 #ifdef __cplusplus
 }

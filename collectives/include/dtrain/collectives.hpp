@@ -6,6 +6,11 @@
 //   std::vector<float> grad(n);
 //   comm.allreduce(std::span<float>(grad));         // in place, sum
 //   comm.allreduce(std::span<const float>(a), std::span<float>(b), DTRAIN_AVG);
+//
+//   auto pipe = dtrain::Communicator::group(DTRAIN_GROUP_PIPELINE);  // this rank's pipeline stages
+//   int next = pipe.rank() + 1 < pipe.size() ? pipe.rank() + 1 : dtrain::proc_null;
+//   pipe.sendrecv(std::span<const double>(act), next, std::span<double>(grad), next);  // 1F1B step
+//   auto halves = comm.split(comm.rank() % 2, comm.rank());          // MPI_Comm_split
 #ifndef DTRAIN_COLLECTIVES_HPP
 #define DTRAIN_COLLECTIVES_HPP
 
@@ -57,11 +62,23 @@ constexpr dtrain_dtype_t dtype_of() {
   else static_assert(sizeof(T) == 0, "dtrain: unsupported element type");
 }
 
+// A peer that skips one direction of sendrecv (DTRAIN_PROC_NULL).
+inline constexpr int proc_null = DTRAIN_PROC_NULL;
+
 class Communicator {
  public:
   // From the environment (RANK, WORLD_SIZE, DTRAIN_STORE_ADDR, ... as `dtrain launch` sets them).
   Communicator() { check(dtrain_comm_init_from_env(&comm_)); }
   explicit Communicator(const dtrain_init_options_t& options) { check(dtrain_comm_init(&options, &comm_)); }
+  // Takes ownership of a handle from the C ABI (NULL gives an empty communicator).
+  static Communicator adopt(dtrain_comm_t comm) noexcept { return Communicator(comm, Adopt{}); }
+  // This rank's tensor, pipeline or data group from the layout `dtrain launch` puts in the
+  // environment (collective over the world: every rank asks for the same kinds in the same order).
+  static Communicator group(dtrain_group_kind_t kind) {
+    dtrain_comm_t c = nullptr;
+    check(dtrain_comm_init_group_from_env(kind, &c));
+    return adopt(c);
+  }
   ~Communicator() {
     if (comm_ != nullptr) dtrain_comm_destroy(comm_);
   }
@@ -77,6 +94,8 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   dtrain_comm_t get() const noexcept { return comm_; }
+  // False for an empty communicator (moved from, or split with a negative color).
+  explicit operator bool() const noexcept { return comm_ != nullptr; }
   int rank() const {
     int r = 0;
     check(dtrain_comm_rank(comm_, &r));
@@ -106,6 +125,29 @@ class Communicator {
   }
   void barrier() { check(dtrain_barrier(comm_)); }
 
+  // MPI_Comm_split (collective): ranks of one color >= 0 form a new communicator ordered by key,
+  // ties by rank; DTRAIN_UNDEFINED gives an empty one.
+  Communicator split(int color, int key) const {
+    dtrain_comm_t c = nullptr;
+    check(dtrain_comm_split(comm_, color, key, &c));
+    return adopt(c);
+  }
+
+  // Point-to-point, raw forms. Messages between two ranks match in order (tag, count and dtype must
+  // agree); see dtrain-collectives(3) for what may deadlock.
+  void send(const void* buf, std::size_t count, dtrain_dtype_t dtype, int peer, int tag = 0, void* stream = nullptr) {
+    check(dtrain_send(comm_, buf, count, dtype, peer, tag, stream));
+  }
+  void recv(void* buf, std::size_t count, dtrain_dtype_t dtype, int peer, int tag = 0, void* stream = nullptr) {
+    check(dtrain_recv(comm_, buf, count, dtype, peer, tag, stream));
+  }
+  void sendrecv(const void* sendbuf, std::size_t sendcount, dtrain_dtype_t senddtype, int dest, int sendtag,
+                void* recvbuf, std::size_t recvcount, dtrain_dtype_t recvdtype, int source, int recvtag,
+                void* stream = nullptr) {
+    check(dtrain_sendrecv(comm_, sendbuf, sendcount, senddtype, dest, sendtag, recvbuf, recvcount, recvdtype, source,
+                          recvtag, stream));
+  }
+
   // Span forms: the dtype comes from T.
   template <class T>
   void allreduce(std::span<T> inout, dtrain_op_t op = DTRAIN_SUM) {
@@ -134,8 +176,26 @@ class Communicator {
       throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "reduce_scatter: send must hold size() * recv.size() elements");
     reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of<T>(), op);
   }
+  template <class T>
+  void send(std::span<T> buf, int peer, int tag = 0) {
+    send(buf.data(), buf.size(), dtype_of<T>(), peer, tag);
+  }
+  template <class T>
+  void recv(std::span<T> buf, int peer, int tag = 0) {
+    static_assert(!std::is_const_v<T>, "dtrain: recv needs a writable span");
+    recv(buf.data(), buf.size(), dtype_of<T>(), peer, tag);
+  }
+  // Sends `send` to dest while receiving `recv` from source (either may be proc_null), one tag.
+  template <class T, class U>
+  void sendrecv(std::span<T> send, int dest, std::span<U> recv, int source, int tag = 0) {
+    static_assert(!std::is_const_v<U>, "dtrain: sendrecv needs a writable receive span");
+    sendrecv(send.data(), send.size(), dtype_of<T>(), dest, tag, recv.data(), recv.size(), dtype_of<U>(), source, tag);
+  }
 
  private:
+  struct Adopt {};
+  Communicator(dtrain_comm_t comm, Adopt) noexcept : comm_(comm) {}
+
   dtrain_comm_t comm_ = nullptr;
 };
 

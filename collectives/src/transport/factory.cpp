@@ -1,8 +1,10 @@
 // make_transport(): the backend from where the group's ranks are, and each backend's options from the
-// group's. Store keys: the shm engine of a host uses <key_prefix>node<w>/ (w: the world rank of the
+// group's. With host_of known (a split) every rank decides from the whole group, so all pick the same
+// engine even when hosts hold different numbers of its ranks. Store keys: the shm engine of a host uses <key_prefix>node<w>/ (w: the world rank of the
 // host's first rank in the group), the tcp mesh <key_prefix>tcp/, the hierarchical engine
 // <key_prefix>lr/.
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -25,6 +27,7 @@ shm::Options shm_options(const TransportOptions& o) {
   s.name_prefix = o.shm_name_prefix;
   s.timeout = o.timeout;
   s.slot_bytes = o.shm_slot_bytes;
+  s.p2p_bytes = o.shm_p2p_bytes;
   s.spin_us = o.spin_us;
   return s;
 }
@@ -51,9 +54,18 @@ std::unique_ptr<Transport> make_transport(const TransportOptions& o) {
   DTRAIN_CHECK(local >= 1 && local <= n && std::find(o.node.begin(), o.node.end(), o.rank) != o.node.end(),
                "rank {} is not among its host's {} ranks", o.rank, local);
   if (n == 1) return std::make_unique<self::Engine>();
-  if (o.kind == "tcp" || local == 1) return std::make_unique<tcp::Engine>(tcp_options(o));
-  if (local == n) return std::make_unique<shm::Engine>(shm_options(o));
-  return std::make_unique<hier::Engine>(hier::Options{shm_options(o), tcp_options(o)});
+  // The most ranks any host holds, and whether one host holds them all.
+  int most = local;
+  bool one_host = local == n;
+  if (!o.host_of.empty()) {
+    DTRAIN_CHECK(o.host_of.size() == o.members.size(), "host_of of {} ranks for {}", o.host_of.size(), n);
+    std::map<std::int64_t, int> per_host;
+    for (std::int64_t h : o.host_of) most = std::max(most, ++per_host[h]);
+    one_host = per_host.size() == 1;
+  }
+  if (o.kind == "tcp" || most == 1) return std::make_unique<tcp::Engine>(tcp_options(o));
+  if (one_host) return std::make_unique<shm::Engine>(shm_options(o));
+  return std::make_unique<hier::Engine>(hier::Options{shm_options(o), o.node, tcp_options(o)});
 }
 
 }  // namespace dtrain::coll

@@ -17,31 +17,32 @@
 // calls abort(), which must make every peer that waits on this rank fail at once with the root
 // cause, and never uses the engine again.
 //
-// How the next changes plug in (not implemented yet):
-// (a) Sub-communicators (dtrain_comm_split). TransportOptions already describes a group, not the
-//     world: `members` (world rank of each group rank, in group-rank order), `rank` (this process's
-//     group rank), `node` (the group ranks that share this host) and `key_prefix` (the group's own
-//     bootstrap keys). Every engine indexes peers by group rank, keys its store records under
-//     key_prefix and names world ranks in messages. A split allgathers (color, key, world rank, node)
-//     over the parent with the parent's engine, orders each color by (key, parent rank), and calls
-//     make_transport() with key_prefix = "<parent prefix>split/<parent seq>/<color>/".
-// (b) Tagged blocking send/recv. They join this interface as
-//       virtual void send(const P2pDesc& d, int peer, const void* buf) = 0;   // and recv(..., void*)
-//     with P2pDesc = {tag, count, dtype, deadline, per-pair sequence}: tcp sends one framed message
-//     through Mesh (its WireHeader's reserved word becomes the channel, collective or point-to-point;
-//     the tag, count and dtype travel in the fingerprint words, so the receiver reports a size or
-//     dtype mismatch as DTRAIN_ERR_MISMATCH, and an early message of another tag waits in a per-peer
-//     inbox); shm gets a per-receiver mailbox in its segment, waited on with the same spin-then-futex
-//     wait as its syncs (deadline, abort record and peer liveness checked between sleeps); hier
-//     routes by host: a peer in `node` through its shm engine, any other through its tcp mesh.
-// (c) Single-copy shared-memory allreduce for large buffers. Stays inside shm/: shm::Engine::allreduce
-//     already picks its algorithm by size; a third path (its own file) publishes this rank's send
-//     and recv addresses in its control block (buffers from dtrain_mem_alloc, a shared pool every
-//     local rank maps, or any buffer through process_vm_readv), syncs once, reduces its piece
-//     straight from the peers' send buffers and copies the others' reduced pieces straight from
-//     their recv buffers. Nothing in this interface or in the communicator changes.
+// Sub-communicators (dtrain_comm_split, comm_split.cpp): TransportOptions describes a group, not
+// the world: `members` (world rank of each group rank, in group-rank order), `rank` (this process's
+// group rank), `node` (the group ranks that share this host), `host_of` (every group rank's host)
+// and `key_prefix` (the group's own bootstrap keys). Every engine indexes peers by group rank, keys
+// its store records under key_prefix and names world ranks in messages. A split allgathers (color,
+// key, parent rank, host) over the parent with the parent's engine, orders each color by (key,
+// parent rank), and calls make_transport() with key_prefix = "<parent prefix>split/<n>/<color>/".
+//
+// Point-to-point (dtrain_send/recv/sendrecv, comm_p2p.cpp): sendrecv() below. Messages between an
+// ordered pair of ranks form one in-order stream; each starts with a header carrying its P2pDesc
+// fingerprint (sequence number, tag, count, dtype), which the receiver compares with its own before
+// it takes a byte (DTRAIN_ERR_MISMATCH naming both sides). tcp/ sends it as a frame of its own
+// channel on the pair's socket (a collective that meets such a frame parks it in a per-peer inbox,
+// mesh_p2p.cpp); shm/ streams it through a ring per ordered pair in its segment (shm_p2p.cpp); hier/
+// routes by host and progresses a shm and a tcp direction together. The communicator handles
+// messages to the caller itself.
+//
+// Not implemented yet: a single-copy shared-memory allreduce for large buffers. It stays inside
+// shm/: shm::Engine::allreduce already picks its algorithm by size; a third path (its own file)
+// publishes this rank's send and recv addresses in its control block (buffers from dtrain_mem_alloc,
+// a shared pool every local rank maps, or any buffer through process_vm_readv), syncs once, reduces
+// its piece straight from the peers' send buffers and copies the others' reduced pieces straight
+// from their recv buffers. Nothing in this interface or in the communicator changes.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,11 @@ class Transport {
   virtual void allgather(const OpDesc& d, const void* send, void* recv) = 0;
   // send holds size x d.count elements; recv gets this rank's block, reduced.
   virtual void reduce_scatter(const OpDesc& d, const void* send, void* recv) = 0;
+  // Sends `out` and receives `in` at the same time (either may be null; peers are never this rank),
+  // both by their deadline: progress in both directions, so two ranks that send to each other in one
+  // sendrecv never wait on each other. A send is done once the whole message is in the engine's
+  // buffer towards the peer (the shm ring, the kernel's socket buffer), not when the peer has it.
+  virtual void sendrecv(const P2pMsg* out, const P2pMsg* in) = 0;
 
   // Records a failure so that peers waiting on this rank stop at once with the same status.
   virtual void abort(dtrain_status_t status, const std::string& message) noexcept = 0;
@@ -76,6 +82,9 @@ struct TransportOptions {
   std::vector<int> members;        // world rank of each group rank (messages name these)
   int rank = 0;                    // this process's group rank
   std::vector<int> node;           // group ranks on this host, ascending, rank included
+  // Host of every group rank (equal values: one host), known for a split; empty for the world, whose
+  // hosts are all assumed to hold node.size() ranks.
+  std::vector<std::int64_t> host_of;
   std::string kind = "auto";       // auto | shm | tcp (DTRAIN_TRANSPORT): tcp uses sockets even within a host
   rdzv::Store* store = nullptr;    // scoped to run id + generation; outlives the transport
   std::string key_prefix;          // the group's bootstrap keys, e.g. "coll/3/"
@@ -83,13 +92,14 @@ struct TransportOptions {
   std::string advertise;           // empty: DTRAIN_SOCKET_ADDR, DTRAIN_LOCAL_ADDR, the store connection
   std::chrono::milliseconds timeout{300000};
   std::size_t shm_slot_bytes = 2 << 20;
+  std::size_t shm_p2p_bytes = 2 << 20;  // a rank's point-to-point receive rings, over all its peers
   std::size_t tcp_chunk_bytes = 1 << 20;
   int spin_us = 50;
 };
 
 // Sets up the engine for the group (bootstrapping through the store, bounded by the timeout):
-//   one rank -> self; kind tcp, or alone on its host -> tcp; the whole group on one host -> shm;
-//   otherwise -> hierarchical.
+//   one rank -> self; kind tcp, or one rank on every host -> tcp; the whole group on one host -> shm;
+//   otherwise -> hierarchical (with host_of known, every rank of the group decides the same way).
 // Throws CollError (or the store's dtrain::Error).
 std::unique_ptr<Transport> make_transport(const TransportOptions& options);
 

@@ -1,14 +1,19 @@
 #include "hier_engine.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace dtrain::coll::hier {
 
 Engine::Engine(const Options& o)
-    : size_(static_cast<int>(o.all.members.size())), host_(o.host), all_(o.all) {
+    : size_(static_cast<int>(o.all.members.size())),
+      node_(o.node),
+      host_(o.node.size() > 1 ? std::make_unique<shm::Engine>(o.host) : nullptr),
+      all_(o.all) {
   rdzv::Store& store = *o.all.store;
   const std::string& prefix = o.all.key_prefix;
-  store.set(fmt::format("{}lr/{}", prefix, o.all.rank), rdzv::as_bytes(std::to_string(host_.local_rank())));
+  store.set(fmt::format("{}lr/{}", prefix, o.all.rank), rdzv::as_bytes(std::to_string(host_ ? host_->local_rank() : 0)));
   std::vector<int> leaders;
   for (int r = 0; r < size_; ++r) {
     auto v = rdzv::to_string(store.get(fmt::format("{}lr/{}", prefix, r), o.all.timeout));
@@ -18,14 +23,14 @@ Engine::Engine(const Options& o)
 }
 
 void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
-  host_.abort(status, msg);
+  if (host_) host_->abort(status, msg);
   all_.abort(status, msg);
 }
 
 void Engine::barrier(const OpDesc& d) {
-  host_.barrier(d);
+  if (host_) host_->barrier(d);
   if (leaders_) leaders_->barrier(d);
-  host_.barrier(d);
+  if (host_) host_->barrier(d);
 }
 
 void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
@@ -33,13 +38,69 @@ void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
   OpDesc local = d;
   local.dtype = w.dtype;
   local.op = d.op == DTRAIN_AVG ? DTRAIN_SUM : d.op;
-  host_.allreduce(local, w.buf, w.buf);
+  if (host_) host_->allreduce(local, w.buf, w.buf);
   if (leaders_) leaders_->allreduce(d, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? size_ : 1);
   OpDesc back = d;
   back.kind = OpKind::broadcast;
   back.dtype = w.dtype;
-  host_.broadcast(back, w.buf, w.buf);
+  if (host_) host_->broadcast(back, w.buf, w.buf);
   Staging::finish(w, recv, d.count, d.dtype);
+}
+
+int Engine::local_index(int group_rank) const {
+  if (!host_) return -1;
+  auto it = std::lower_bound(node_.begin(), node_.end(), group_rank);
+  return it != node_.end() && *it == group_rank ? static_cast<int>(it - node_.begin()) : -1;
+}
+
+void Engine::sendrecv(const P2pMsg* out, const P2pMsg* in) {
+  P2pMsg lo, li;  // the local directions, peers as local ranks
+  const bool out_local = out != nullptr && local_index(out->peer) >= 0;
+  const bool in_local = in != nullptr && local_index(in->peer) >= 0;
+  if (out_local) {
+    lo = *out;
+    lo.peer = local_index(out->peer);
+  }
+  if (in_local) {
+    li = *in;
+    li.peer = local_index(in->peer);
+  }
+  if ((out == nullptr || out_local) && (in == nullptr || in_local)) {
+    host_->sendrecv(out_local ? &lo : nullptr, in_local ? &li : nullptr);
+  } else if (!out_local && !in_local) {
+    all_.sendrecv(out, in);
+  } else if (out_local) {
+    mixed(&lo, true, in);
+  } else {
+    mixed(&li, false, out);
+  }
+}
+
+// One direction through shared memory, the other through the mesh: step both; when neither moves,
+// poll the socket for a millisecond (the shm side checking its peer and the deadline), or, once the
+// socket's direction is done, wait on the shm doorbell.
+void Engine::mixed(const P2pMsg* local, bool local_sends, const P2pMsg* remote) {
+  shm::Engine::P2pOut so;
+  shm::Engine::P2pIn si;
+  (local_sends ? so.m : si.m) = local;
+  tcp::Mesh& mesh = all_.mesh();
+  tcp::Mesh::P2pXfer x;
+  mesh.p2p_begin(x, local_sends ? nullptr : remote, local_sends ? remote : nullptr);
+  host_->p2p_begin(so, si);
+  struct End {
+    shm::Engine& e;
+    ~End() { e.p2p_end(); }
+  } end{*host_};
+  while (!x.finished() || !so.finished() || !si.finished()) {
+    const bool a = host_->p2p_step(so, si);
+    if (mesh.p2p_step(x) || a) continue;
+    if (x.finished()) {
+      host_->p2p_wait(so, si);
+    } else {
+      host_->p2p_check(so, si);
+      mesh.p2p_wait(x, so.finished() && si.finished() ? 1000 : 1);
+    }
+  }
 }
 
 }  // namespace dtrain::coll::hier

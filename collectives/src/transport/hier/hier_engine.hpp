@@ -1,13 +1,16 @@
 #pragma once
 // Hierarchical engine, for groups that span several hosts with several ranks on some of them. It
-// composes the two other engines: a shm engine over the ranks of this host and a tcp engine over
-// every rank of the group (one mesh), plus a tcp group of the hosts' leaders (the first rank of each
-// host) on that mesh.
+// composes the two other engines: a shm engine over the ranks of this host (none when this rank is
+// alone on its host) and a tcp engine over every rank of the group (one mesh), plus a tcp group of
+// the hosts' leaders (the first rank of each host) on that mesh.
 //   allreduce: reduce within the host over shared memory, allreduce across hosts among the leaders,
 //              broadcast back within the host (float16/bfloat16 accumulate in float32 throughout);
 //   barrier:   shm barrier, leaders' barrier, shm barrier;
-//   broadcast, allgather, reduce_scatter: the tcp engine's rings over every rank.
+//   broadcast, allgather, reduce_scatter: the tcp engine's rings over every rank;
+//   point-to-point: a peer on this host through the shm rings, any other through the mesh; a
+//              sendrecv with one peer of each kind progresses both directions together.
 #include <memory>
+#include <vector>
 
 #include "../shm/shm_engine.hpp"
 #include "../tcp/tcp_engine.hpp"
@@ -15,8 +18,9 @@
 namespace dtrain::coll::hier {
 
 struct Options {
-  shm::Options host;  // this host's ranks
-  tcp::Options all;   // every rank of the group
+  shm::Options host;     // this host's ranks (unused when node has one rank)
+  std::vector<int> node; // the group ranks on this host, ascending (host.local_rank indexes it)
+  tcp::Options all;      // every rank of the group
 };
 
 class Engine final : public Transport {
@@ -33,13 +37,18 @@ class Engine final : public Transport {
   void reduce_scatter(const OpDesc& d, const void* send, void* recv) override {
     all_.reduce_scatter(d, send, recv);
   }
+  void sendrecv(const P2pMsg* out, const P2pMsg* in) override;
   void abort(dtrain_status_t status, const std::string& msg) noexcept override;
 
  private:
-  bool leader() const { return host_.local_rank() == 0; }
+  bool leader() const { return !host_ || host_->local_rank() == 0; }
+  // The peer's index among this host's ranks, -1 when it is on another host.
+  int local_index(int group_rank) const;
+  void mixed(const P2pMsg* local, bool local_sends, const P2pMsg* remote);
 
   int size_;
-  shm::Engine host_;
+  std::vector<int> node_;
+  std::unique_ptr<shm::Engine> host_;  // null when this rank is alone on its host
   tcp::Engine all_;
   std::unique_ptr<tcp::Group> leaders_;  // on the leaders only
 };

@@ -70,6 +70,15 @@ class Comm {
   virtual void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
                               dtrain_op_t op, void* stream) = 0;
   virtual void barrier() = 0;
+  // ncclSend of sendcount elements to dest and ncclRecv of recvcount from source in one
+  // ncclGroupStart/End, so both progress together (a peer of -1 skips that direction). The C ABI
+  // has already matched both ends' descriptions through the CPU communicator.
+  virtual void sendrecv(const void* send, std::size_t sendcount, dtrain_dtype_t sendtype, int dest, void* recv,
+                        std::size_t recvcount, dtrain_dtype_t recvtype, int source, void* stream) = 0;
+  // ncclCommSplit, collective over this communicator: color < 0 joins none (returns null). `child`:
+  // the rank and size the new communicator must have (the CPU split's), its timeout; the device is
+  // this communicator's.
+  virtual std::unique_ptr<Comm> split(int color, int key, const Options& child) = 0;
 };
 
 // Rank 0 creates the unique id and publishes it in the store under "nccl/id"; the others wait for it.

@@ -32,30 +32,6 @@ class Backoff {
   std::chrono::microseconds sleep_{20};
 };
 
-// Makes `device` current for the scope and restores the caller's device afterwards.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess) {
-      cudaGetLastError();
-      current = -1;
-    }
-    if (current != device) {
-      check_cuda(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
-      previous_ = current;
-    }
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-};
-
 }  // namespace
 
 Communicator::Communicator(const Options& options)
@@ -94,8 +70,7 @@ void Communicator::join(const rdzv::Bytes& id, Clock::time_point deadline) {
   ncclUniqueId uid;
   std::memcpy(&uid, id.data(), sizeof uid);
   DeviceGuard guard(device_);
-  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault), "cudaStreamCreate");
-  check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc(scratch)");
+  make_streams();
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // init returns at once; wait_ready() polls against the deadline
   ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, uid, rank_, &config);
@@ -108,6 +83,12 @@ void Communicator::join(const rdzv::Bytes& id, Clock::time_point deadline) {
   }
   wait_ready(Op{"ncclCommInitRankConfig"}, deadline, true);
   DTRAIN_INFO(coll, "rank {} of {}: NCCL communicator ready on CUDA device {}", rank_, size_, device_);
+}
+
+// The internal stream and the barrier's scratch float (the device is current).
+void Communicator::make_streams() {
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault), "cudaStreamCreate");
+  check_cuda(cudaMalloc(&scratch_, sizeof(float)), "cudaMalloc(scratch)");
 }
 
 void Communicator::release() noexcept {

@@ -4,7 +4,7 @@
 // codes and the last-error string. Linked into the shared library (nccl_backend.cpp: create()) and,
 // as the static library dtrain_nccl_core, into tests and tools without the C ABI.
 // Files: nccl_core.cpp (errors, devices, type mapping), nccl_bootstrap.cpp (the unique-id exchange),
-// nccl_comm.cpp (the communicator).
+// nccl_comm.cpp (the communicator), nccl_p2p.cpp (point-to-point and ncclCommSplit).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -13,6 +13,8 @@
 #include <functional>
 #include <string>
 #include <string_view>
+
+#include <fmt/format.h>
 
 #include "../../names.hpp"
 #include "nccl_backend.hpp"
@@ -44,6 +46,30 @@ const std::string& device_probe_error() noexcept;
 // The device a communicator for `options` uses (see Options::device); throws nccl::Error
 // (DTRAIN_ERR_CUDA) when there is none, ConfigError for a bad DTRAIN_CUDA_DEVICE.
 int select_device(const Options& options);
+
+// Makes `device` current for the scope and restores the caller's device afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess) {
+      cudaGetLastError();
+      current = -1;
+    }
+    if (current != device) {
+      check_cuda(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
+      previous_ = current;
+    }
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
 
 // ---- type mapping ----
 ncclDataType_t to_nccl(dtrain_dtype_t dtype);  // nccl::Error(DTRAIN_ERR_INVALID_ARGUMENT) if unknown
@@ -92,6 +118,9 @@ class Communicator final : public Comm {
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
                       dtrain_op_t op, void* stream) override;
   void barrier() override;
+  void sendrecv(const void* send, std::size_t sendcount, dtrain_dtype_t sendtype, int dest, void* recv,
+                std::size_t recvcount, dtrain_dtype_t recvtype, int source, void* stream) override;
+  std::unique_ptr<Comm> split(int color, int key, const Options& child) override;
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
@@ -109,7 +138,11 @@ class Communicator final : public Comm {
     const char* detail = nullptr;  // the reduction op
   };
 
+  // Adopts a communicator ncclCommSplit returned (still initialising) on `device`.
+  struct Adopt {};
+  Communicator(Adopt, ncclComm_t comm, const Options& options, int device);
   void join(const rdzv::Bytes& id, Clock::time_point deadline);
+  void make_streams();
   void release() noexcept;
   // Runs enqueue (an NCCL call) on `stream` or the internal one with the device current, then
   // `after` once NCCL has enqueued; without a user stream waits for completion against the deadline.

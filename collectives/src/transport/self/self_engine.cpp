@@ -15,5 +15,8 @@ void Engine::allreduce(const OpDesc& d, const void* send, void* recv) { copy(d, 
 void Engine::broadcast(const OpDesc& d, const void* send, void* recv) { copy(d, send, recv); }
 void Engine::allgather(const OpDesc& d, const void* send, void* recv) { copy(d, send, recv); }
 void Engine::reduce_scatter(const OpDesc& d, const void* send, void* recv) { copy(d, send, recv); }
+void Engine::sendrecv(const P2pMsg* out, const P2pMsg* in) {
+  DTRAIN_CHECK(out == nullptr && in == nullptr, "a point-to-point peer in a group of one");
+}
 
 }  // namespace dtrain::coll::self

@@ -12,6 +12,8 @@ class Engine final : public Transport {
   void broadcast(const OpDesc& d, const void* send, void* recv) override;
   void allgather(const OpDesc& d, const void* send, void* recv) override;
   void reduce_scatter(const OpDesc& d, const void* send, void* recv) override;
+  // A group of one has no peer (the communicator handles messages to itself).
+  void sendrecv(const P2pMsg* out, const P2pMsg* in) override;
   void abort(dtrain_status_t, const std::string&) noexcept override {}
 };
 

@@ -46,7 +46,11 @@ Engine::Engine(const Options& o)
   buf_bytes_ = 2 * slot_bytes_ / 3 / 64 * 64;
   spin_budget_us_ = spin_us_;
   oversubscribed_ = n_ > sys::usable_cpus();
-  bytes_ = data_offset_ + 2 * static_cast<std::size_t>(n_) * slot_bytes_;
+  rings_offset_ = data_offset_ + 2 * static_cast<std::size_t>(n_) * slot_bytes_;
+  if (n_ > 1)  // the budget's share, plus a page for headers and padding
+    ring_bytes_ = std::clamp<std::size_t>(o.p2p_bytes / static_cast<std::size_t>(n_ - 1) / 4096 * 4096,
+                                          kMinRingBytes, kMaxRingBytes) + 4096;
+  bytes_ = rings_offset_ + static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_ - 1) * (sizeof(Ring) + ring_bytes_);
   const auto deadline = Clock::now() + timeout_;
   const std::string name_key = o.key_prefix + "shm/name";
 
@@ -91,7 +95,8 @@ int Engine::create_segment(const Options& o) {
         throw CollError(DTRAIN_ERR_SYSTEM,
                         fmt::format("not enough space in /dev/shm for the shared-memory engine: need {:.1f} MiB "
                                     "for {} local ranks, {:.1f} MiB free; enlarge /dev/shm (e.g. docker "
-                                    "--shm-size), lower DTRAIN_SHM_SLOT_BYTES, or set DTRAIN_TRANSPORT=tcp",
+                                    "--shm-size), lower DTRAIN_SHM_SLOT_BYTES or DTRAIN_SHM_P2P_BYTES, or set "
+                                    "DTRAIN_TRANSPORT=tcp",
                                     static_cast<double>(bytes_) / 1048576.0, n_,
                                     static_cast<double>(avail) / 1048576.0));
     }
@@ -144,8 +149,8 @@ void Engine::finish_setup(const Options& o, int fd, std::size_t ctl_off, Clock::
       base_ = nullptr;
       throw CollError(DTRAIN_ERR_CONFIG,
                       fmt::format("shared-memory segment {} does not match this rank's view ({} local ranks, slot "
-                                  "{} bytes): do all local ranks use the same LOCAL_WORLD_SIZE and "
-                                  "DTRAIN_SHM_SLOT_BYTES?",
+                                  "{} bytes): do all local ranks use the same LOCAL_WORLD_SIZE, "
+                                  "DTRAIN_SHM_SLOT_BYTES and DTRAIN_SHM_P2P_BYTES?",
                                   name_, n_, slot_bytes_));
     }
   }
@@ -175,6 +180,8 @@ Engine::~Engine() {
   ctl_[me_].state.store(1, std::memory_order_seq_cst);
   hdr_->phase.fetch_add(0);  // order the state store before the wake
   futex_wake_all(hdr_->phase, hdr_->sleepers);
+  for (int j = 0; j < n_; ++j)
+    if (j != me_) ring_bell(j);  // a peer waiting for a message from this rank learns it left
   if (hdr_->mapped.load() < static_cast<std::uint32_t>(n_)) ::shm_unlink(name_.c_str());
   ::munmap(base_, bytes_);
 }

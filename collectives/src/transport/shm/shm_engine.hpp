@@ -4,9 +4,11 @@
 // after a crash. Layout (shm_layout.hpp): header (barrier words, abort record), one control block per
 // local rank (progress words, per-call fingerprints), then each rank's data area of 2 x slot_bytes,
 // split into three rotating buffers (a buffer is reused three rounds later, after every rank has left
-// it; three, not two, so the bandwidth path needs only one sync per pipelined round).
+// it; three, not two, so the bandwidth path needs only one sync per pipelined round), then one
+// point-to-point ring per ordered pair of local ranks (Options::p2p_bytes per receiver, split over
+// its peers: between 16 KiB and 1 MiB each, plus 4 KiB for frame headers and padding).
 // Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
-// shm_collectives.cpp (the algorithms).
+// shm_collectives.cpp (the algorithms), shm_p2p.cpp (point-to-point through the rings).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +28,7 @@ struct Options {
   std::string name_prefix;         // segment name stem, e.g. "dtrain-<run>-g<gen>"
   std::chrono::milliseconds timeout{300000};
   std::size_t slot_bytes = 2 << 20;
+  std::size_t p2p_bytes = 2 << 20;  // one rank's receive rings together
   int spin_us = 50;
 };
 
@@ -46,11 +49,34 @@ class Engine final : public Transport {
   void broadcast(const OpDesc& d, const void* send, void* recv) override;
   void allgather(const OpDesc& d, const void* send, void* recv) override;
   void reduce_scatter(const OpDesc& d, const void* send, void* recv) override;
+  // Peers are local ranks (shm_p2p.cpp).
+  void sendrecv(const P2pMsg* out, const P2pMsg* in) override;
   // Records a failure so waiting local ranks stop at once with the same status.
   void abort(dtrain_status_t status, const std::string& msg) noexcept override;
 
+  // Point-to-point in steps, for the hierarchical engine, which progresses a shm and a tcp direction
+  // together: p2p_begin() once, then until finished(): p2p_step() (never blocks; true when it moved
+  // bytes), and when nothing moved either p2p_check() (throws for an abort record, a dead or departed
+  // peer or the deadline) or p2p_wait() (spins, checks, then sleeps up to 20 ms); p2p_end() at the end.
+  struct P2pOut {
+    const P2pMsg* m = nullptr;
+    std::uint64_t total = 0, done = 0;  // frame bytes
+    bool finished() const { return m == nullptr || (total != 0 && done == total); }
+  };
+  struct P2pIn {
+    const P2pMsg* m = nullptr;
+    std::uint64_t total = 0, done = 0;
+    bool finished() const { return m == nullptr || (total != 0 && done == total); }
+  };
+  void p2p_begin(P2pOut& out, P2pIn& in);
+  bool p2p_step(P2pOut& out, P2pIn& in);
+  void p2p_check(P2pOut& out, P2pIn& in);
+  void p2p_wait(P2pOut& out, P2pIn& in);
+  void p2p_end();
+
   struct Header;
   struct RankCtl;
+  struct Ring;
 
  private:
   struct Rounds;
@@ -67,9 +93,24 @@ class Engine final : public Transport {
   [[noreturn]] void fail_timeout(const OpDesc& d, std::uint32_t epoch);
   void check_abort_and_peers(const OpDesc& d);
   void wait_all(const OpDesc& d);
+  template <class Ready>
+  bool spin(Ready&& ready);
+  void adapt_after_sleep(Clock::time_point t0);
   // algorithms (shm_collectives.cpp)
   void allreduce_small(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
   void allreduce_pipelined(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
+  // point-to-point (shm_p2p.cpp)
+  Ring* ring(int from, int to) const;
+  std::uint8_t* ring_data(const Ring* r) const { return reinterpret_cast<std::uint8_t*>(const_cast<Ring*>(r)) + 128; }
+  void ring_bell(int rank);
+  void notify(int rank);
+  bool p2p_ready(const P2pOut& o, const P2pIn& i) const;
+  bool send_step(P2pOut& o);
+  bool recv_step(P2pIn& i);
+  void check_frame(const P2pIn& i, const std::uint64_t* header) const;
+  std::string p2p_call(const P2pOut& o, const P2pIn& i) const;
+  std::string peer_state(int rank) const;
+  [[noreturn]] void p2p_fail_peer(const P2pOut& o, const P2pIn& i, int peer, const std::string& what);
 
   std::uint8_t* slot(int set, int rank) const {
     return static_cast<std::uint8_t*>(base_) + data_offset_ +
@@ -91,6 +132,8 @@ class Engine final : public Transport {
   int spin_budget_us_ = 0;      // adaptive spin of a wait (spin_us_ .. 20 x spin_us_)
   bool oversubscribed_ = false; // more local ranks than CPUs this process may run on
   std::size_t data_offset_ = 0;
+  std::size_t rings_offset_ = 0;
+  std::size_t ring_bytes_ = 0;  // data bytes of one ring (a multiple of 4096)
   Header* hdr_ = nullptr;
   RankCtl* ctl_ = nullptr;
   std::uint32_t epoch_ = 0;     // syncs this rank passed

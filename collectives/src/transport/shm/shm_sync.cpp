@@ -20,7 +20,6 @@
 
 namespace dtrain::coll::shm {
 
-constexpr int kSpinGrowth = 20;                 // the adaptive spin reaches at most this x DTRAIN_COLL_SPIN_US
 
 void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
   if (hdr_ == nullptr) return;
@@ -33,8 +32,11 @@ void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
     hdr_->abort_ready.store(1, std::memory_order_release);
   }
   hdr_->phase.fetch_add(0);
-  // Wake sleepers; they see the abort record on their next check.
+  // Wake sleepers (in collectives and point-to-point calls); they see the abort record on their
+  // next check.
   futex_wake_all(hdr_->phase, hdr_->sleepers);
+  for (int j = 0; j < n_; ++j)
+    if (j != me_) ring_bell(j);
 }
 
 void Engine::begin(const OpDesc& d) {
@@ -115,31 +117,9 @@ void Engine::wait_all(const OpDesc& d) {
     return true;
   };
   if (all_arrived()) return;
-  // 1. Spin while the peers are likely running. The budget (DTRAIN_COLL_SPIN_US up to kSpinGrowth times that)
-  // doubles each time they arrive within it; after a sleep it becomes twice the whole wait when that
-  // was short (a peer that was itself waking up: spinning through its wake-up next time breaks the
-  // chain where each rank sleeps in turn and every call pays a futex wake-up) and falls back to
-  // DTRAIN_COLL_SPIN_US when it was long (a peer busy elsewhere: sleep soon, burn less). With more
-  // local ranks than CPUs a peer may be queued on this very core: the spin yields it the core instead
-  // of pausing, and never grows.
+  // 1. Spin while the peers are likely running (Engine::spin, shm_layout.hpp).
   const auto t0 = Clock::now();
-  const auto spin_until = t0 + std::chrono::microseconds(spin_budget_us_);
-  for (;;) {
-    for (int i = 0; i < 32; ++i) {
-      if (all_arrived()) {
-        if (!oversubscribed_) spin_budget_us_ = std::min(spin_budget_us_ * 2, kSpinGrowth * spin_us_);
-        return;
-      }
-      if (oversubscribed_) {
-        ::sched_yield();
-      } else {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      }
-    }
-    if (Clock::now() >= spin_until) break;
-  }
+  if (spin(all_arrived)) return;
   // 2. Sleep in slices, checking abort records, peer liveness and the deadline between them.
   bool done = false;
   while (!done) {
@@ -152,6 +132,10 @@ void Engine::wait_all(const OpDesc& d) {
     hdr_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     done = done || all_arrived();
   }
+  adapt_after_sleep(t0);
+}
+
+void Engine::adapt_after_sleep(Clock::time_point t0) {
   const auto waited_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
   const auto max_us = static_cast<std::int64_t>(kSpinGrowth) * spin_us_;
   spin_budget_us_ = oversubscribed_ || waited_us > max_us

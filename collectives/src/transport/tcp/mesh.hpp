@@ -5,12 +5,15 @@
 // "address port host" under <key_prefix>tcp/<rank>; it connects to every lower rank and accepts
 // every higher one. Exchange (mesh_exchange.cpp): a send to one rank and a receive from another at
 // the same time; every message is preceded by a header with the call's sequence number, fingerprint
-// and length, and a difference fails the call with DTRAIN_ERR_MISMATCH. A failing rank records why
+// and length, and a difference fails the call with DTRAIN_ERR_MISMATCH. Point-to-point messages
+// (mesh_p2p.cpp) travel on the same sockets as frames of their own channel; an exchange that meets
+// one parks it in the peer's inbox, where the matching receive finds it. A failing rank records why
 // in the store (<key_prefix>abort) and shuts its sockets, so the others fail at once and report the
 // root cause. Ranks are group ranks; messages name world ranks (Options::members).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,20 @@ std::string resolve_advertise_host(const std::string& configured, rdzv::Store* s
 // Milliseconds from now to the deadline, clamped to 0..1000: a poll() timeout.
 int ms_left(Clock::time_point deadline);
 
+// The header before every message on a socket (both ends run the same build: host byte order).
+struct WireHeader {
+  std::uint32_t magic;
+  std::uint32_t channel;  // kCollective or kP2p
+  std::uint64_t seq;      // the collective call's number, or the message's number between the pair
+  std::uint64_t fp0;      // fingerprint (OpDesc or P2pDesc)
+  std::uint64_t fp1;
+  std::uint64_t len;      // payload bytes that follow
+};
+static_assert(sizeof(WireHeader) == 40);
+inline constexpr std::uint32_t kWireMagic = 0x3147534d;  // "MSG1"
+inline constexpr std::uint32_t kCollective = 0;
+inline constexpr std::uint32_t kP2p = 1;
+
 class Mesh {
  public:
   explicit Mesh(const Options& options);  // listens, publishes, connects; throws CollError
@@ -53,6 +70,24 @@ class Mesh {
   // Publishes the failure to the store and shuts every socket so peers stop waiting.
   void abort(dtrain_status_t status, const std::string& msg) noexcept;
 
+  // Point-to-point (mesh_p2p.cpp): sends `out` and receives `in` together (either may be null), by
+  // their deadlines. In steps, for the hierarchical engine: p2p_begin(), p2p_step() (never blocks;
+  // true when it moved bytes) until finished(), p2p_wait() when nothing moved (polls the sockets up
+  // to max_ms; throws past the deadline).
+  struct P2pXfer {
+    const P2pMsg* out = nullptr;
+    const P2pMsg* in = nullptr;
+    WireHeader sh{}, rh{};
+    std::size_t sent = 0, stotal = 0;  // header + payload bytes sent
+    std::size_t hgot = 0, got = 0;     // header and payload bytes received
+    bool send_done = true, recv_done = true;
+    bool finished() const { return send_done && recv_done; }
+  };
+  void sendrecv(const P2pMsg* out, const P2pMsg* in);
+  void p2p_begin(P2pXfer& x, const P2pMsg* out, const P2pMsg* in);
+  bool p2p_step(P2pXfer& x);
+  void p2p_wait(P2pXfer& x, int max_ms);
+
  private:
   struct Pair {
     int fd = -1;
@@ -61,6 +96,11 @@ class Mesh {
     int port = 0;
   };
   struct Xfer;
+  // A point-to-point frame an exchange read while waiting for collective data.
+  struct Parked {
+    WireHeader h;
+    std::vector<std::uint8_t> payload;
+  };
 
   // setup (mesh_setup.cpp)
   void listen_on(const std::string& host);
@@ -72,8 +112,14 @@ class Mesh {
   bool send_some(const OpDesc& d, Xfer& x);
   bool recv_some(const OpDesc& d, Xfer& x);
   void check_header(const OpDesc& d, const Xfer& x) const;
-  [[noreturn]] void peer_failed(const OpDesc& d, int peer, const std::string& what);
+  [[noreturn]] void peer_failed(const std::string& call, int peer, const std::string& what);
   [[noreturn]] void fail_timeout(const OpDesc& d, int to, int from);
+  // point-to-point (mesh_p2p.cpp)
+  bool p2p_send_some(P2pXfer& x);
+  bool p2p_recv_some(P2pXfer& x);
+  void check_p2p_header(const P2pXfer& x, const WireHeader& h) const;
+  std::string p2p_call(const P2pXfer& x) const;
+  [[noreturn]] void p2p_timeout(const P2pXfer& x);
 
   int world(int r) const { return members_[static_cast<std::size_t>(r)]; }
   std::string peer_text(int r) const;
@@ -86,6 +132,7 @@ class Mesh {
   std::size_t chunk_bytes_;
   int listen_fd_ = -1;
   std::vector<Pair> pairs_;
+  std::vector<std::deque<Parked>> inbox_;  // per peer, in arrival order
   bool aborted_ = false;
 };
 

@@ -1,6 +1,8 @@
 // TCP mesh exchange: the send and the receive of one step advance together on non-blocking sockets
 // (sendmsg of header + payload, recv of header then payload), polling both when neither moves, until
-// both are done or the call's deadline passes. Failures: a broken or closed connection reports the
+// both are done or the call's deadline passes. A point-to-point frame met on the way (the peer sent
+// it before entering this collective) is read whole into the peer's inbox (mesh_p2p.cpp takes it
+// from there) and the receive goes on with the next header. Failures: a broken or closed connection reports the
 // root cause the peer recorded in the store (its status and message) when there is one; a timeout
 // asks every rank through the store where it is and names who never reached the call.
 #include <poll.h>
@@ -19,23 +21,12 @@
 namespace dtrain::coll::tcp {
 namespace {
 
-constexpr std::uint32_t kMsg = 0x3147534d;  // "MSG1"
-
-struct WireHeader {
-  std::uint32_t magic;
-  std::uint32_t reserved;
-  std::uint64_t seq;
-  std::uint64_t fp0;
-  std::uint64_t fp1;
-  std::uint64_t len;
-};
-static_assert(sizeof(WireHeader) == 40);
-
 bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
 
 }  // namespace
 
-// One exchange() in flight; sent and got count over header + payload.
+// One exchange() in flight; sent counts over header + payload, hgot over the header being read, got
+// over the payload (of the collective's message, or of the frame being parked).
 struct Mesh::Xfer {
   WireHeader sh;
   WireHeader rh{};
@@ -44,8 +35,9 @@ struct Mesh::Xfer {
   const void* sbuf;
   void* rbuf;
   std::size_t slen, rlen;
-  std::size_t stotal, rtotal;
-  std::size_t sent = 0, got = 0;
+  std::size_t stotal;
+  std::size_t sent = 0, hgot = 0, got = 0;
+  bool parking = false;  // reading a point-to-point frame into inbox_[from].back()
   bool send_done, recv_done;
 };
 
@@ -56,7 +48,7 @@ int ms_left(Clock::time_point deadline) {
 
 void Mesh::exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen, int from, void* rbuf,
                     std::size_t rlen) {
-  Xfer x{.sh = WireHeader{kMsg, 0, d.seq, d.fp0(), d.fp1(), slen},
+  Xfer x{.sh = WireHeader{kWireMagic, kCollective, d.seq, d.fp0(), d.fp1(), slen},
          .to = to,
          .from = from,
          .sfd = to >= 0 ? pairs_[static_cast<std::size_t>(to)].fd : -1,
@@ -66,7 +58,6 @@ void Mesh::exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen,
          .slen = slen,
          .rlen = rlen,
          .stotal = sizeof(WireHeader) + slen,
-         .rtotal = sizeof(WireHeader) + rlen,
          .send_done = to < 0,
          .recv_done = from < 0};
   if ((to >= 0 && x.sfd < 0) || (from >= 0 && x.rfd < 0))
@@ -106,33 +97,50 @@ bool Mesh::send_some(const OpDesc& d, Xfer& x) {
     return true;
   }
   if (k < 0 && !transient(errno))
-    peer_failed(d, x.to, fmt::format("connection broke while sending: {}", errno_text(errno)));
+    peer_failed(d.text(), x.to, fmt::format("connection broke while sending: {}", errno_text(errno)));
   return false;
 }
 
-// One recv: the rest of the header, or the rest of the payload once the header is in and checked.
+// One recv: the rest of the header, or the rest of the payload once the header is in and checked
+// (or of a point-to-point frame being parked).
 bool Mesh::recv_some(const OpDesc& d, Xfer& x) {
   ssize_t k;
-  if (x.got < sizeof x.rh)
-    k = ::recv(x.rfd, reinterpret_cast<std::uint8_t*>(&x.rh) + x.got, sizeof x.rh - x.got, MSG_DONTWAIT);
+  if (x.hgot < sizeof x.rh)
+    k = ::recv(x.rfd, reinterpret_cast<std::uint8_t*>(&x.rh) + x.hgot, sizeof x.rh - x.hgot, MSG_DONTWAIT);
+  else if (x.parking)
+    k = ::recv(x.rfd, inbox_[static_cast<std::size_t>(x.from)].back().payload.data() + x.got, x.rh.len - x.got,
+               MSG_DONTWAIT);
   else
-    k = ::recv(x.rfd, static_cast<std::uint8_t*>(x.rbuf) + (x.got - sizeof x.rh), x.rtotal - x.got, MSG_DONTWAIT);
-  if (k > 0) {
-    const bool had_header = x.got >= sizeof x.rh;
-    x.got += static_cast<std::size_t>(k);
-    if (!had_header && x.got >= sizeof x.rh) check_header(d, x);
-    x.recv_done = x.got == x.rtotal;
-    return true;
+    k = ::recv(x.rfd, static_cast<std::uint8_t*>(x.rbuf) + x.got, x.rlen - x.got, MSG_DONTWAIT);
+  if (k == 0) peer_failed(d.text(), x.from, "closed the connection (exited, failed, or destroyed its communicator)");
+  if (k < 0) {
+    if (!transient(errno))
+      peer_failed(d.text(), x.from, fmt::format("connection broke while receiving: {}", errno_text(errno)));
+    return false;
   }
-  if (k == 0) peer_failed(d, x.from, "closed the connection (exited, failed, or destroyed its communicator)");
-  if (!transient(errno))
-    peer_failed(d, x.from, fmt::format("connection broke while receiving: {}", errno_text(errno)));
-  return false;
+  if (x.hgot < sizeof x.rh) {
+    x.hgot += static_cast<std::size_t>(k);
+    if (x.hgot < sizeof x.rh) return true;
+    if (x.rh.magic == kWireMagic && x.rh.channel == kP2p) {
+      inbox_[static_cast<std::size_t>(x.from)].push_back(Parked{x.rh, std::vector<std::uint8_t>(x.rh.len)});
+      x.parking = true;
+    } else {
+      check_header(d, x);
+    }
+  } else {
+    x.got += static_cast<std::size_t>(k);
+  }
+  if (x.parking && x.got == x.rh.len) {  // parked whole: read the next header
+    x.parking = false;
+    x.hgot = x.got = 0;
+  }
+  x.recv_done = !x.parking && x.hgot == sizeof x.rh && x.got == x.rlen;
+  return true;
 }
 
 void Mesh::check_header(const OpDesc& d, const Xfer& x) const {
   const WireHeader& rh = x.rh;
-  if (rh.magic != kMsg)
+  if (rh.magic != kWireMagic || rh.channel != kCollective)
     throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("{}: corrupt stream from {}", d.text(), peer_text(x.from)));
   if (rh.seq != d.seq || rh.fp0 != d.fp0() || rh.fp1 != d.fp1() || rh.len != x.rlen)
     throw CollError(DTRAIN_ERR_MISMATCH,
@@ -154,7 +162,7 @@ void Mesh::abort(dtrain_status_t status, const std::string& msg) noexcept {
     if (p.fd >= 0) ::shutdown(p.fd, SHUT_RDWR);
 }
 
-void Mesh::peer_failed(const OpDesc& d, int peer, const std::string& what) {
+void Mesh::peer_failed(const std::string& call, int peer, const std::string& what) {
   // The peer may have recorded why it gave up: report that root cause with its status.
   try {
     const std::string key = prefix_ + "abort";
@@ -166,7 +174,7 @@ void Mesh::peer_failed(const OpDesc& d, int peer, const std::string& what) {
         int used = 0;
         std::sscanf(v.c_str(), "%d %n", &st, &used);
         auto status = st > 0 ? static_cast<dtrain_status_t>(st) : DTRAIN_ERR_PEER;
-        throw CollError(status, fmt::format("{} on rank {}: {} failed: {}", d.text(), world(rank_), peer_text(peer),
+        throw CollError(status, fmt::format("{} on rank {}: {} failed: {}", call, world(rank_), peer_text(peer),
                                             v.substr(std::min(static_cast<std::size_t>(used), v.size()))));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -175,7 +183,7 @@ void Mesh::peer_failed(const OpDesc& d, int peer, const std::string& what) {
     throw;
   } catch (...) {
   }
-  throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: {} {}", d.text(), world(rank_), peer_text(peer), what));
+  throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: {} {}", call, world(rank_), peer_text(peer), what));
 }
 
 void Mesh::fail_timeout(const OpDesc& d, int to, int from) {

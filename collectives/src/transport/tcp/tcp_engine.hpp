@@ -20,6 +20,7 @@ class Engine final : public Transport {
   void broadcast(const OpDesc& d, const void* send, void* recv) override;
   void allgather(const OpDesc& d, const void* send, void* recv) override;
   void reduce_scatter(const OpDesc& d, const void* send, void* recv) override;
+  void sendrecv(const P2pMsg* out, const P2pMsg* in) override { mesh_.sendrecv(out, in); }
   void abort(dtrain_status_t status, const std::string& msg) noexcept override;
 
   // For the hierarchical engine, which runs its leaders' group over this mesh.

@@ -1,0 +1,87 @@
+// The C ABI of point-to-point: dtrain_send, dtrain_recv and dtrain_sendrecv are one call with one or
+// two directions. Host buffers go to the CPU communicator. Device buffers: the NCCL communicator is
+// created (or its earlier failure reported) before anything is sent; the two ends' descriptions are
+// matched through the CPU communicator (a header-only message, so mismatches, deadlines and dead
+// peers are reported as for host buffers), then ncclSend/ncclRecv run in one ncclGroupStart/End.
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "api_support.hpp"
+
+namespace dtrain::coll {
+namespace {
+
+struct Direction {
+  const void* buf;
+  std::size_t count;
+  dtrain_dtype_t dtype;
+  int peer;
+  int tag;
+};
+
+// The two buffers of a sendrecv share a byte (MPI forbids it too: the send would read what the
+// receive overwrites).
+bool overlap(const Direction& s, const Direction& r) {
+  if (s.buf == nullptr || r.buf == nullptr || !valid_dtype(s.dtype) || !valid_dtype(r.dtype)) return false;
+  const auto a = reinterpret_cast<std::uintptr_t>(s.buf), b = reinterpret_cast<std::uintptr_t>(r.buf);
+  const std::size_t an = s.count * dtype_size(s.dtype), bn = r.count * dtype_size(r.dtype);
+  return an != 0 && bn != 0 && a < b + bn && b < a + an;
+}
+
+dtrain_status_t sendrecv(dtrain_comm_t comm, const Direction& s, const Direction& r, void* stream) {
+  Communicator& c = cpu_of(comm);
+  const bool sending = s.peer != DTRAIN_PROC_NULL, receiving = r.peer != DTRAIN_PROC_NULL;
+  if (!sending && !receiving) return DTRAIN_SUCCESS;
+  if (sending && receiving && overlap(s, r))
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                    "sendrecv: sendbuf and recvbuf overlap; pass separate buffers (the receive would overwrite what "
+                    "is being sent)");
+  const void* sbuf = sending ? s.buf : nullptr;
+  const void* rbuf = receiving ? r.buf : nullptr;
+  P2pArgs out{sbuf, nullptr, s.count, s.dtype, s.peer, s.tag, false};
+  P2pArgs in{nullptr, const_cast<void*>(rbuf), r.count, r.dtype, r.peer, r.tag, false};
+  if (!on_device(sbuf, rbuf)) {
+    c.sendrecv(sending ? &out : nullptr, receiving ? &in : nullptr);
+    return DTRAIN_SUCCESS;
+  }
+  out.device = in.device = true;
+  if (sending) c.check_p2p(out, "send");
+  if (receiving) c.check_p2p(in, "recv");
+  nccl::Comm& n = nccl_of(comm, sbuf, rbuf);
+  c.sendrecv(sending ? &out : nullptr, receiving ? &in : nullptr);
+  return on_nccl(comm, [&] {
+    n.sendrecv(sbuf, s.count, s.dtype, sending ? s.peer : -1, const_cast<void*>(rbuf), r.count, r.dtype,
+               receiving ? r.peer : -1, stream);
+  });
+}
+
+constexpr Direction kNone{nullptr, 0, DTRAIN_UINT8, DTRAIN_PROC_NULL, 0};
+
+}  // namespace
+}  // namespace dtrain::coll
+
+using namespace dtrain::coll;
+
+extern "C" {
+
+dtrain_status_t dtrain_send(dtrain_comm_t comm, const void* buf, size_t count, dtrain_dtype_t dtype, int peer, int tag,
+                            void* stream) {
+  return guard([&] { return sendrecv(comm, Direction{buf, count, dtype, peer, tag}, kNone, stream); });
+}
+
+dtrain_status_t dtrain_recv(dtrain_comm_t comm, void* buf, size_t count, dtrain_dtype_t dtype, int peer, int tag,
+                            void* stream) {
+  return guard([&] { return sendrecv(comm, kNone, Direction{buf, count, dtype, peer, tag}, stream); });
+}
+
+dtrain_status_t dtrain_sendrecv(dtrain_comm_t comm, const void* sendbuf, size_t sendcount, dtrain_dtype_t senddtype,
+                                int dest, int sendtag, void* recvbuf, size_t recvcount, dtrain_dtype_t recvdtype,
+                                int source, int recvtag, void* stream) {
+  return guard([&] {
+    return sendrecv(comm, Direction{sendbuf, sendcount, senddtype, dest, sendtag},
+                    Direction{recvbuf, recvcount, recvdtype, source, recvtag}, stream);
+  });
+}
+
+}  // extern "C"

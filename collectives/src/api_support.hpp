@@ -1,0 +1,81 @@
+#pragma once
+// What the C ABI's files (api.cpp: init and collectives; api_groups.cpp: split and groups from the
+// environment; api_p2p.cpp: point-to-point) share: the communicator handle, the one place where
+// exceptions become statuses (guard), and the NCCL communicator's lazy creation and failure memory.
+// Host buffers go to the CPU communicator; device buffers (nccl::is_device_pointer) to a lazily
+// created NCCL communicator.
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "comm.hpp"
+#include "dtrain/collectives.h"
+#include "status.hpp"
+#include "transport/nccl/nccl_backend.hpp"
+
+struct dtrain_comm {
+  std::unique_ptr<dtrain::coll::Communicator> cpu;
+  // The store the NCCL communicator bootstraps through: the CPU communicator's for the world, a
+  // view scoped to the group's keys for a split (so its "nccl/id" is the group's own).
+  std::unique_ptr<dtrain::rdzv::Store> nccl_store;
+  std::unique_ptr<dtrain::coll::nccl::Comm> nccl;
+  // Set once the NCCL communicator could not be created (nccl == nullptr) or one of its calls failed:
+  // later device calls return nccl_status with nccl_error at once instead of running setup again.
+  bool nccl_failed = false;
+  dtrain_status_t nccl_status = DTRAIN_SUCCESS;
+  std::string nccl_error;
+  // A group from the environment keeps the process's shared world communicator alive.
+  std::shared_ptr<dtrain_comm> world;
+};
+
+namespace dtrain::coll {
+
+// The status and message the C ABI reports for the exception being handled (call inside a catch).
+std::pair<dtrain_status_t, std::string> current_failure();
+
+// Every exported function's body: the one place where exceptions become statuses.
+template <class F>
+dtrain_status_t guard(F&& body) noexcept {
+  try {
+    set_last_error("");
+    return body();
+  } catch (...) {
+    auto [status, message] = current_failure();
+    return fail(status, std::move(message));
+  }
+}
+
+Communicator& cpu_of(dtrain_comm_t comm);
+bool on_device(const void* a, const void* b);
+// The NCCL communicator for device buffers, created on first use from the same store. A failed
+// creation is remembered: the later calls fail at once with the same status and message.
+nccl::Comm& nccl_of(dtrain_comm_t comm, const void* sendbuf, const void* recvbuf);
+// Remembers the first failure of the NCCL communicator (or of its creation).
+void remember_nccl_failure(dtrain_comm_t comm, dtrain_status_t status, std::string message);
+
+// Runs one call on the NCCL communicator. A failure other than a bad argument is remembered: the
+// communicator is unusable from then on.
+template <class F>
+dtrain_status_t on_nccl(dtrain_comm_t comm, F&& call) {
+  try {
+    call();
+    return DTRAIN_SUCCESS;
+  } catch (const std::bad_alloc&) {
+    remember_nccl_failure(comm, DTRAIN_ERR_SYSTEM, "NCCL backend: out of host memory");
+    throw CollError(DTRAIN_ERR_SYSTEM, "NCCL backend: out of host memory");
+  } catch (...) {
+    auto [status, message] = current_failure();
+    if (status != DTRAIN_ERR_INVALID_ARGUMENT) remember_nccl_failure(comm, status, std::move(message));
+    throw;
+  }
+}
+
+// The environment `dtrain launch` sets: a variable's value ("" when unset or empty, then the
+// fallback's), and an integer (ConfigError naming it when required and missing, or malformed).
+std::string env_or(const char* name, const char* fallback_name = nullptr);
+int env_int(const char* name, bool required, int dflt, const char* fallback_name = nullptr);
+
+// dtrain_comm_init_from_env's body (the world from RANK, WORLD_SIZE, DTRAIN_STORE_ADDR, ...).
+dtrain_status_t init_world_from_env(dtrain_comm_t* out);
+
+}  // namespace dtrain::coll
