@@ -76,11 +76,12 @@ std::vector<double> train(const Worker& w, const Setup& s) {
   env["DTRAIN_LOG"] = "info:coll";  // each rank names its engine
   const auto r = dtrain::test::run({DTRAIN_BIN, "launch", spec}, env, 180);
   INFO(w.name << " with " << s.replicas << " replicas, " << s.micro_batches << " micro-batches, global batch "
-              << s.global << ", transport " << s.transport << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+              << s.global << ", transport " << std::string(s.transport) << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.status == 0);
   REQUIRE(r.out.find(fmt::format("weights identical on all {} ranks", s.replicas)) != std::string::npos);
   const std::string engine = s.replicas == 1 ? "self engine" : std::string(s.transport) == "tcp" ? "tcp engine" : "shm engine";
-  CHECK((r.out + r.err).find(fmt::format("rank 0/{} (local 0/{}): {}", s.replicas, s.replicas, engine)) != std::string::npos);
+  CHECK((r.out + r.err).find(fmt::format("rank 0/{} (world rank 0, local 0/{}, keys coll/1/): {}", s.replicas, s.replicas,
+                                         engine)) != std::string::npos);
   std::vector<double> out;
   std::ifstream in(weights);
   for (std::string line; std::getline(in, line);) out.push_back(std::stod(line));
