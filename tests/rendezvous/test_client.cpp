@@ -129,11 +129,11 @@ TEST_SUITE("rendezvous::client") {
 
   TEST_CASE("authentication") {
     ServerOptions o;
-    o.token = "s3cret-token";
+    o.token = "s3cret-token-0123456789abcdef";
     o.run_id = "job42";
     TestServer srv(o);
     SUBCASE("the right token and run id") {
-      auto s = srv.connect("job42", 0, "s3cret-token");
+      auto s = srv.connect("job42", 0, "s3cret-token-0123456789abcdef");
       s->set("a", as_bytes("b"));
       CHECK(to_string(s->get("a", 1s)) == "b");
     }
@@ -144,11 +144,11 @@ TEST_SUITE("rendezvous::client") {
       CHECK_THROWS_WITH_AS(srv.connect("job42", 0, ""), doctest::Contains("requires the shared token"), AuthError);
     }
     SUBCASE("a wrong run id") {
-      CHECK_THROWS_WITH_AS(srv.connect("job43", 0, "s3cret-token"), doctest::Contains("wrong run id"), AuthError);
+      CHECK_THROWS_WITH_AS(srv.connect("job43", 0, "s3cret-token-0123456789abcdef"), doctest::Contains("wrong run id"), AuthError);
     }
     SUBCASE("a server that cannot prove the token is not trusted") {
       TestServer plain;  // no token
-      CHECK_THROWS_WITH_AS(plain.connect("job42", 0, "s3cret-token"), doctest::Contains("does not use a token"),
+      CHECK_THROWS_WITH_AS(plain.connect("job42", 0, "s3cret-token-0123456789abcdef"), doctest::Contains("does not use a token"),
                            AuthError);
     }
   }

@@ -96,8 +96,8 @@ fs::path write_token(const std::string& name, const std::string& token) {
 
 TEST_SUITE("rendezvous::cmd_rendezvous") {
   TEST_CASE("serve with a token; status shows the joined nodes; wrong token exits 77; SIGTERM exits 0") {
-    auto tok = write_token("token", "cmd-test-token");
-    auto bad = write_token("bad", "not-the-token");
+    auto tok = write_token("token", "cmd-test-token-0123456789abcdef");
+    auto bad = write_token("bad", "not-the-token-0123456789abcdef");
     ServeProcess serve({"rendezvous", "serve", "--listen", "127.0.0.1:0", "--token-file", tok.string()});
     INFO(serve.first_line);
     REQUIRE(serve.port > 0);
@@ -108,7 +108,7 @@ TEST_SUITE("rendezvous::cmd_rendezvous") {
       NodeSessionOptions o;
       o.store.host = "127.0.0.1";
       o.store.port = serve.port;
-      o.store.token = "cmd-test-token";
+      o.store.token = "cmd-test-token-0123456789abcdef";
       o.store.run_id = "cmdjob";
       o.host = "host" + std::to_string(i);
       o.node_rank = i;

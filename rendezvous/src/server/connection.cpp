@@ -97,17 +97,28 @@ void on_read(Conn& c, ssize_t n, const uv_buf_t* buf) noexcept {
       return;
     }
     if (n == 0) return;
-    if (c.park != Park::none && c.dec.buffered() + std::size_t(n) > wire::kMaxFrame + wire::kHeaderBytes) {
-      drop(c, "kept sending while a blocking request was pending (over the frame limit buffered)");
-      return;
-    }
-    c.dec.feed(reinterpret_cast<const std::uint8_t*>(buf->base), std::size_t(n));
-    pump(c);
-    drain_pumps(*c.hub);
+    receive(c, reinterpret_cast<const std::uint8_t*>(buf->base), std::size_t(n));
   } catch (const wire::ProtocolError& e) {
     drop(c, e.what());
   } catch (const std::exception& e) {
     drop(c, fmt::format("internal error while serving it: {}", e.what()));
+  }
+}
+
+// Past the caps, the oldest connection still in the handshake makes room (see accept_conn).
+void shed_load(Hub& hub, Conn& newest) {
+  while (!hub.pending.empty() && (hub.conns.size() > hub.max_conns || hub.pending.size() > hub.opts.max_pending)) {
+    Conn& victim = *hub.pending.front();
+    if (hub.conns.size() > hub.max_conns)
+      drop(victim, &victim == &newest
+                       ? fmt::format("turned away: {} connections are open, the server's limit", hub.max_conns)
+                       : fmt::format("evicted before finishing its handshake: {} connections are open, the server's "
+                                     "limit, and a newer one needs the room",
+                                     hub.max_conns));
+    else
+      drop(victim, fmt::format("evicted before finishing its handshake: over {} connections were in the handshake "
+                               "at once (the oldest goes first)",
+                               hub.opts.max_pending));
   }
 }
 
@@ -130,6 +141,7 @@ void accept_conn(Hub& hub, uv_stream_t* listener) {
   c->tcp.data = c;
   hub.conns.push_front(c);
   c->self = hub.conns.begin();
+  c->pending_self = hub.pending.insert(hub.pending.end(), c);
   if (uv_accept(listener, stream(*c)) < 0) return close_conn(*c);
   uv_tcp_nodelay(&c->tcp, 1);
   sockaddr_storage ss{};
@@ -140,6 +152,25 @@ void accept_conn(Hub& hub, uv_stream_t* listener) {
     return close_conn(*c);
   arm_idle(*c, hub.opts.handshake_timeout);
   start_reading(*c);
+  shed_load(hub, *c);
+}
+
+void authenticated(Conn& c) {
+  disarm_idle(c);
+  c.dec.set_max_frame(wire::kMaxFrame);
+  if (c.pending) c.hub->pending.erase(c.pending_self);
+  c.pending = false;
+}
+
+void receive(Conn& c, const std::uint8_t* data, std::size_t n) {
+  if (c.closing) return;
+  if (c.park != Park::none && c.dec.buffered() + n > wire::kMaxFrame + wire::kHeaderBytes) {
+    drop(c, "kept sending while a blocking request was pending (over the frame limit buffered)");
+    return;
+  }
+  c.dec.feed(data, n);
+  pump(c);
+  drain_pumps(*c.hub);
 }
 
 void send_shared(Conn& c, std::shared_ptr<const Bytes> encoded) { write(c, {}, std::move(encoded)); }
@@ -166,6 +197,8 @@ void close_conn(Conn& c, Close how) {
   c.idle.close();
   c.wait.close();
   c.hub->conns.erase(c.self);
+  if (c.pending) c.hub->pending.erase(c.pending_self);
+  c.pending = false;
   if (how == Close::now) return uv_close(handle(c), free_conn);
   uv_read_stop(stream(c));
   auto* req = new uv_shutdown_t;
@@ -194,8 +227,8 @@ void disarm_idle(Conn& c) {
 
 void drop(Conn& c, std::string_view reason) {
   if (c.closing) return;
-  DTRAIN_WARN(rdzv, "rendezvous: dropped {}{}: {}", c.peer, c.hs.name().empty() ? "" : " ('" + c.hs.name() + "')",
-              reason);
+  std::string line = fmt::format("{}{}: {}", c.peer, c.hs.name().empty() ? "" : " ('" + c.hs.name() + "')", reason);
+  if (c.hub->drops.admit(DropLog::Clock::now(), line)) DTRAIN_WARN(rdzv, "rendezvous: dropped {}", line);
   close_conn(c);
 }
 
