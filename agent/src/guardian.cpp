@@ -34,7 +34,7 @@ void Guardian::start(uv_loop_t* loop, const std::string& exe, const std::string&
   rc = proc_.init([&](uv_process_t* p) { return uv_spawn(loop, p, &po); }, this, true);
   if (rc < 0) {
     in_.close();
-    throw IoError(fmt::format("cannot start the guardian process '{} {}': {}", exe, word, uv_strerror(rc)));
+    throw_os_error(rc, fmt::format("cannot start the guardian process '{} {}'", exe, word));
   }
 }
 

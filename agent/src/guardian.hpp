@@ -16,6 +16,8 @@ class Guardian {
   void start(uv_loop_t* loop, const std::string& exe, const std::string& word, int stderr_fd);
   void watch(long pgid) { send('+', pgid); }   // a worker group to kill if the agent dies
   void forget(long pgid) { send('-', pgid); }  // the group is gone
+  // Its process id while it runs (0 before start and once it exited).
+  long pid() const { return proc_ ? proc_.get()->pid : 0; }
   // Closes its stdin: it kills what is still listed and exits (the process handle closes itself).
   void release() { in_.close(); }
   // The process handle too (the loop's end, after it ran).

@@ -8,8 +8,9 @@
  *       agent's status pipe; close-on-exec, so a successful exec leaves nothing there) and exits
  *       127 (not found) or 126 (not executable).
  *   guard  reads "+PGID\n" / "-PGID\n" lines from stdin (a pipe held by the agent). On EOF, which
- *       is also what happens when the agent is SIGKILLed, it SIGKILLs every group still listed, so
- *       grandchildren of workers die with the agent. Own session, ignores INT/TERM/HUP/PIPE.
+ *       is also what happens when the agent is SIGKILLed, it SIGKILLs every group still listed and
+ *       every descendant of their members (found through /proc), so grandchildren of workers die
+ *       with the agent even when they left the group (setsid). Own session, ignores INT/TERM/HUP/PIPE.
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -76,6 +78,73 @@ static void guard_line(struct groups* g, const char* line, size_t len) {
   else if (line[0] == '-') groups_remove(g, pg);
 }
 
+/* One process of /proc: pid, parent, process group; `marked` when it is to be killed. */
+struct proc_entry {
+  long pid, ppid, pgrp;
+  int marked;
+};
+
+static int read_stat(const char* pid_dir, struct proc_entry* e) {
+  char path[300], buf[512];
+  if (strlen(pid_dir) > 32) return 0;
+  snprintf(path, sizeof path, "/proc/%s/stat", pid_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char* close_paren = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  char state;
+  if (close_paren == NULL || sscanf(close_paren + 1, " %c %ld %ld", &state, &e->ppid, &e->pgrp) != 3) return 0;
+  e->pid = strtol(buf, NULL, 10);
+  e->marked = 0;
+  return e->pid > 0;
+}
+
+static int listed(const struct groups* g, long pg) {
+  for (size_t k = 0; k < g->count; ++k)
+    if (g->pg[k] == pg) return 1;
+  return 0;
+}
+
+/* SIGKILLs the members of the listed groups and all their descendants, also those that left the
+ * group with setsid (their parent link still leads to a member). */
+static void kill_trees(const struct groups* g) {
+  DIR* d = opendir("/proc");
+  if (d == NULL) return;
+  struct proc_entry* all = NULL;
+  size_t count = 0, cap = 0;
+  struct dirent* de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    if (count == cap) {
+      size_t bigger_cap = cap == 0 ? 256 : 2 * cap;
+      struct proc_entry* bigger = realloc(all, bigger_cap * sizeof *bigger);
+      if (bigger == NULL) break;
+      all = bigger;
+      cap = bigger_cap;
+    }
+    if (read_stat(de->d_name, &all[count])) ++count;
+  }
+  closedir(d);
+  for (size_t i = 0; i < count; ++i) all[i].marked = listed(g, all[i].pgrp);
+  for (int changed = 1; changed;) { /* parents first or not: repeat until nothing new is marked */
+    changed = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (all[i].marked) continue;
+      for (size_t j = 0; j < count; ++j)
+        if (all[j].marked && all[j].pid == all[i].ppid) {
+          all[i].marked = changed = 1;
+          break;
+        }
+    }
+  }
+  for (size_t i = 0; i < count; ++i)
+    if (all[i].marked) kill((pid_t)all[i].pid, SIGKILL);
+  free(all);
+}
+
 int dtrain_shim_guard(void) {
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
@@ -99,6 +168,7 @@ int dtrain_shim_guard(void) {
       len = 0;
     }
   }
+  if (g.count > 0) kill_trees(&g);
   for (size_t k = 0; k < g.count; ++k) kill((pid_t)-g.pg[k], SIGKILL);
   free(g.pg);
   return DTRAIN_EXIT_OK;
