@@ -192,6 +192,7 @@ void Agent::Impl::prepare() {
   ctx.store_token = opt.store_token;
   ctx.local_addr = opt.local_addr;
   ctx.cores = sys::usable_cpus();
+  ctx.agent_id = fmt::format("{}-{}", ::getpid(), random_token().substr(0, 16));
 
   run_folder.create(opt.log_dir, ctx.run_id);
   result.run_dir = run_folder.path().string();
@@ -233,9 +234,9 @@ void Agent::Impl::open_loop() {
   if (rc < 0) throw_os_error(rc, "cannot create the agent's event loop");
   loop_inited = true;
   group.open(&loop, {helper.exe, helper.exec_word, std::to_string(::getpid()), command, workdir.string()});
-  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd);
+  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id);
   if (opt.reap_escapees)
-    escapees.start(&loop, guardian, [this] {
+    escapees.start(&loop, [this] {
       auto pids = group.live_pids();
       if (long g = guardian.pid(); g > 0) pids.insert(static_cast<pid_t>(g));
       return pids;

@@ -16,7 +16,6 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
-#include "guardian.hpp"
 
 namespace dtrain::agent {
 
@@ -70,8 +69,6 @@ std::vector<pid_t> descendants(const std::vector<Entry>& all, const std::vector<
 
 namespace {
 
-constexpr std::uint64_t kScanEveryMs = 1000;
-
 // Reaps pid when it has exited; true when it did (or it is not our child any more).
 bool reap(pid_t pid) {
   int st = 0;
@@ -81,25 +78,19 @@ bool reap(pid_t pid) {
 
 }  // namespace
 
-bool Escapees::start(uv_loop_t* loop, Guardian& guardian, Known known) {
+bool Escapees::start(uv_loop_t* loop, Known known) {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
     DTRAIN_WARN(agent, "cannot become a child subreaper ({}): processes that leave their worker's process group "
                        "may outlive the job", errno_text(errno));
     return false;
   }
-  guardian_ = &guardian;
   known_ = std::move(known);
   int rc = sigchld_.init([&](uv_signal_t* s) { return uv_signal_init(loop, s); }, this);
   if (rc == 0)
     rc = uv_signal_start(sigchld_.get(), [](uv_signal_t* s, int) noexcept {
       if (auto* self = static_cast<Escapees*>(s->data)) self->scan();
     }, SIGCHLD);
-  if (rc == 0) rc = timer_.init([&](uv_timer_t* t) { return uv_timer_init(loop, t); }, this);
   if (rc < 0) throw IoError(fmt::format("escapee watch: {}", uv_strerror(rc)));
-  uv_timer_start(timer_.get(), [](uv_timer_t* t) noexcept {
-    if (auto* self = static_cast<Escapees*>(t->data)) self->scan();
-  }, kScanEveryMs, kScanEveryMs);
-  uv_unref(timer_.handle());
   uv_unref(sigchld_.handle());
   active_ = true;
   return true;
@@ -117,15 +108,8 @@ std::vector<pid_t> Escapees::unknown_children(const std::vector<proc::Entry>& al
 void Escapees::scan() {
   if (!active_) return;
   try {
-    auto all = proc::snapshot();
-    for (pid_t pid : unknown_children(all)) {
-      if (reap(pid)) continue;
-      for (const auto& e : all)
-        if (e.pid == pid && e.pgrp > 1 && told_.insert(e.pgrp).second) {
-          DTRAIN_DEBUG(agent, "pid {} left its worker's process group (group {}); it is watched", pid, e.pgrp);
-          guardian_->watch(e.pgrp);
-        }
-    }
+    for (pid_t pid : unknown_children(proc::snapshot()))
+      if (reap(pid)) DTRAIN_DEBUG(agent, "reaped pid {}, which had left its worker's process group", pid);
   } catch (const std::exception& e) {
     DTRAIN_WARN(agent, "escapee scan: {}", e.what());
   }
@@ -133,7 +117,7 @@ void Escapees::scan() {
 
 int Escapees::kill_all(int wait_ms) {
   if (!active_) return 0;
-  int killed = 0;
+  std::set<pid_t> killed;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   for (;;) {
     auto all = proc::snapshot();
@@ -149,20 +133,15 @@ int Escapees::kill_all(int wait_ms) {
           if (e.pid == pid) return e.state == 'Z';
         return false;
       }();
-      if (!zombie && ::kill(pid, SIGKILL) == 0) ++killed;
+      if (!zombie && ::kill(pid, SIGKILL) == 0) killed.insert(pid);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  for (pid_t g : told_) guardian_->forget(g);
-  told_.clear();
-  if (killed > 0)
-    DTRAIN_INFO(agent, "killed {} process(es) that had left their worker's process group", killed);
-  return killed;
+  if (!killed.empty())
+    DTRAIN_INFO(agent, "killed {} process(es) that had left their worker's process group", killed.size());
+  return int(killed.size());
 }
 
-void Escapees::close() {
-  sigchld_.close();
-  timer_.close();
-}
+void Escapees::close() { sigchld_.close(); }
 
 }  // namespace dtrain::agent

@@ -3,8 +3,9 @@
 // the signals the agent sends to worker groups. The agent becomes a child subreaper
 // (PR_SET_CHILD_SUBREAPER): a descendant whose parent dies is re-parented to the agent instead of
 // to init, so the agent can still find it. While workers run, the agent reaps the ones that exit
-// and tells the guardian of the others (so they die with the agent even if it is SIGKILLed); when a
-// generation is over, and at the end, it kills them with their descendants.
+// (SIGCHLD) and leaves the others alone (a helper a worker started in the background); when a
+// generation is over, and at the end, it kills them with their descendants. (If the agent itself
+// is SIGKILLed, the guardian finds them: guardian.hpp.)
 //
 // A child of the agent is an escapee when it is not one the agent spawned itself (`known`: live
 // workers and the guardian, which libuv reaps). Only the dtrain binary turns this on: a process that
@@ -21,8 +22,6 @@
 #include "dtrain/common/uv_handle.hpp"
 
 namespace dtrain::agent {
-
-class Guardian;
 
 namespace proc {
 struct Entry {
@@ -41,10 +40,10 @@ class Escapees {
  public:
   using Known = std::function<std::set<pid_t>()>;
 
-  // Makes this process a subreaper and starts watching (SIGCHLD and a 1 s timer). Returns false,
-  // having done nothing, when the kernel refuses the prctl.
-  bool start(uv_loop_t* loop, Guardian& guardian, Known known);
-  // Reaps escapees that exited; tells the guardian of the process groups of the living ones.
+  // Makes this process a subreaper and starts reaping (on SIGCHLD). Returns false, having done
+  // nothing, when the kernel refuses the prctl.
+  bool start(uv_loop_t* loop, Known known);
+  // Reaps escapees that exited.
   void scan();
   // SIGKILLs every escapee and its descendants and reaps the escapees, waiting up to `wait_ms` for
   // them to die. Returns how many processes it killed.
@@ -56,11 +55,8 @@ class Escapees {
   std::vector<pid_t> unknown_children(const std::vector<proc::Entry>& all) const;
 
   bool active_ = false;
-  Guardian* guardian_ = nullptr;
   Known known_;
-  std::set<pid_t> told_;  // process groups the guardian already knows
   UvHandle<uv_signal_t> sigchld_;
-  UvHandle<uv_timer_t> timer_;
 };
 
 }  // namespace dtrain::agent

@@ -7,10 +7,13 @@
  *       in a new session (own process group). If exec fails, it writes {pid, errno} to fd 3 (the
  *       agent's status pipe; close-on-exec, so a successful exec leaves nothing there) and exits
  *       127 (not found) or 126 (not executable).
- *   guard  reads "+PGID\n" / "-PGID\n" lines from stdin (a pipe held by the agent). On EOF, which
- *       is also what happens when the agent is SIGKILLed, it SIGKILLs every group still listed and
- *       every descendant of their members (found through /proc), so grandchildren of workers die
- *       with the agent even when they left the group (setsid). Own session, ignores INT/TERM/HUP/PIPE.
+ *   guard  reads "+PGID\n" / "-PGID\n" lines from stdin (a pipe held by the agent), and "=ID\n", the
+ *       DTRAIN_AGENT_ID every worker carries. On EOF, which is also what happens when the agent is
+ *       SIGKILLed, it SIGKILLs every group still listed, every descendant of their members, and
+ *       every process whose environment holds DTRAIN_AGENT_ID=ID (found through /proc): so
+ *       grandchildren of workers die with the agent even when they left the group (setsid) and
+ *       their parent died first (the kernel kills workers with the agent: PR_SET_PDEATHSIG).
+ *       Own session, ignores INT/TERM/HUP/PIPE.
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -45,10 +48,12 @@ int dtrain_shim_exec(int argc, char** argv, const char* who) {
   _exit(err == ENOENT || err == ENOTDIR ? DTRAIN_EXIT_NOT_FOUND : DTRAIN_EXIT_NOT_EXECUTABLE);
 }
 
-/* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one). */
+/* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one), and the
+ * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it). */
 struct groups {
   long* pg;
   size_t count, cap;
+  char marker[128];
 };
 
 static void groups_add(struct groups* g, long pg) {
@@ -72,6 +77,13 @@ static void groups_remove(struct groups* g, long pg) {
 
 /* One complete line ("+PGID" or "-PGID", without its newline). */
 static void guard_line(struct groups* g, const char* line, size_t len) {
+  static const char kName[] = "DTRAIN_AGENT_ID=";
+  if (line[0] == '=' && len > 1 && len - 1 + sizeof kName <= sizeof g->marker) {
+    memcpy(g->marker, kName, sizeof kName - 1);
+    memcpy(g->marker + sizeof kName - 1, line + 1, len - 1);
+    g->marker[sizeof kName - 1 + len - 1] = '\0';
+    return;
+  }
   long pg = len > 1 ? strtol(line + 1, NULL, 10) : 0;
   if (pg <= 1) return;
   if (line[0] == '+') groups_add(g, pg);
@@ -102,6 +114,37 @@ static int read_stat(const char* pid_dir, struct proc_entry* e) {
   return e->pid > 0;
 }
 
+/* Whether /proc/PID/environ holds the entry `marker` ("NAME=VALUE", a whole entry). */
+static int has_env(const char* pid_dir, const char* marker) {
+  char path[300];
+  if (marker[0] == '\0' || strlen(pid_dir) > 32) return 0;
+  snprintf(path, sizeof path, "/proc/%s/environ", pid_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t mlen = strlen(marker), cap = 1 << 16, len = 0;
+  char* buf = malloc(cap + 1);
+  int found = 0, first = 1;
+  while (buf != NULL && !found) {
+    ssize_t n = read(fd, buf + len, cap - len);
+    if (n <= 0) break;
+    len += (size_t)n;
+    /* entries are NUL-terminated: look for the marker at the start of one */
+    for (size_t i = first ? 0 : 1; i + mlen <= len && !found; ++i)
+      if (((first && i == 0) || buf[i - 1] == '\0') && memcmp(buf + i, marker, mlen) == 0 &&
+          (i + mlen == len || buf[i + mlen] == '\0'))
+        found = 1;
+    if (len == cap) { /* keep the tail that may hold an entry's start (and the NUL before it) */
+      size_t keep = mlen + 1;
+      memmove(buf, buf + len - keep, keep);
+      len = keep;
+      first = 0;
+    }
+  }
+  free(buf);
+  close(fd);
+  return found;
+}
+
 static int listed(const struct groups* g, long pg) {
   for (size_t k = 0; k < g->count; ++k)
     if (g->pg[k] == pg) return 1;
@@ -109,7 +152,8 @@ static int listed(const struct groups* g, long pg) {
 }
 
 /* SIGKILLs the members of the listed groups and all their descendants, also those that left the
- * group with setsid (their parent link still leads to a member). */
+ * group with setsid (their parent link still leads to a member), and the processes that carry the
+ * agent's marker in their environment (those whose parent died first). */
 static void kill_trees(const struct groups* g) {
   DIR* d = opendir("/proc");
   if (d == NULL) return;
@@ -125,10 +169,12 @@ static void kill_trees(const struct groups* g) {
       all = bigger;
       cap = bigger_cap;
     }
-    if (read_stat(de->d_name, &all[count])) ++count;
+    if (read_stat(de->d_name, &all[count])) {
+      all[count].marked = all[count].pid != (long)getpid() && (listed(g, all[count].pgrp) || has_env(de->d_name, g->marker));
+      ++count;
+    }
   }
   closedir(d);
-  for (size_t i = 0; i < count; ++i) all[i].marked = listed(g, all[i].pgrp);
   for (int changed = 1; changed;) { /* parents first or not: repeat until nothing new is marked */
     changed = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -150,8 +196,8 @@ int dtrain_shim_guard(void) {
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  struct groups g = {NULL, 0, 0};
-  char line[64];
+  struct groups g = {NULL, 0, 0, ""};
+  char line[128];
   size_t len = 0;
   char buf[4096];
   for (;;) {
@@ -168,7 +214,7 @@ int dtrain_shim_guard(void) {
       len = 0;
     }
   }
-  if (g.count > 0) kill_trees(&g);
+  if (g.count > 0 || g.marker[0] != '\0') kill_trees(&g);
   for (size_t k = 0; k < g.count; ++k) kill((pid_t)-g.pg[k], SIGKILL);
   free(g.pg);
   return DTRAIN_EXIT_OK;
