@@ -9,6 +9,7 @@ packages=(
   openmpi-bin libopenmpi-dev   # peer for bench/ and MPI_Allreduce probe
   iproute2 procps util-linux   # network-namespace tests, process checks
   groff-base                   # man page rendering check
+  clang libclang-rt-dev        # libFuzzer targets (fuzz/, the fuzz preset)
 )
 
 missing=()

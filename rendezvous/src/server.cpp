@@ -33,8 +33,7 @@ namespace {
 constexpr milliseconds kTick{100};
 constexpr milliseconds kStopGrace{2000};
 
-static_assert(ServerOptions{}.max_keys_per_run == KvLimits{}.max_keys &&
-                  ServerOptions{}.max_bytes_per_run == KvLimits{}.max_bytes,
+static_assert(kDefaultKeysPerRun == KvLimits{}.max_keys && kDefaultBytesPerRun == KvLimits{}.max_bytes,
               "the in-memory store's budget is the server's default");
 
 std::string uv_text(int rc) { return uv_strerror(rc); }

@@ -132,9 +132,12 @@ void start_reading(Conn& c) {
       [](uv_stream_t* st, ssize_t n, const uv_buf_t* buf) noexcept { on_read(*static_cast<Conn*>(st->data), n, buf); });
 }
 
-}  // namespace
 
-void accept_conn(Hub& hub, uv_stream_t* listener) {
+
+// A new connection whose socket `attach` gives it (uv_accept, uv_tcp_open): registered, its
+// handshake deadline running, reading. Null when it could not be set up (then closed).
+template <class Attach>
+Conn* new_conn(Hub& hub, Attach&& attach) {
   auto* c = new Conn;
   c->hub = &hub;
   uv_tcp_init(hub.loop, &c->tcp);
@@ -142,17 +145,36 @@ void accept_conn(Hub& hub, uv_stream_t* listener) {
   hub.conns.push_front(c);
   c->self = hub.conns.begin();
   c->pending_self = hub.pending.insert(hub.pending.end(), c);
-  if (uv_accept(listener, stream(*c)) < 0) return close_conn(*c);
-  uv_tcp_nodelay(&c->tcp, 1);
+  if (attach(*c) < 0) {
+    close_conn(*c);
+    return nullptr;
+  }
   sockaddr_storage ss{};
   int len = sizeof ss;
   if (uv_tcp_getpeername(&c->tcp, reinterpret_cast<sockaddr*>(&ss), &len) == 0) c->peer = net::endpoint_text(ss);
   if (c->idle.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 ||
-      c->wait.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 || hub.stopping)
-    return close_conn(*c);
+      c->wait.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 || hub.stopping) {
+    close_conn(*c);
+    return nullptr;
+  }
   arm_idle(*c, hub.opts.handshake_timeout);
   start_reading(*c);
   shed_load(hub, *c);
+  return c->closing ? nullptr : c;
+}
+
+}  // namespace
+
+void accept_conn(Hub& hub, uv_stream_t* listener) {
+  new_conn(hub, [&](Conn& c) {
+    int rc = uv_accept(listener, stream(c));
+    if (rc == 0) uv_tcp_nodelay(&c.tcp, 1);
+    return rc;
+  });
+}
+
+Conn* open_conn(Hub& hub, int fd) {
+  return new_conn(hub, [&](Conn& c) { return uv_tcp_open(&c.tcp, fd); });
 }
 
 void authenticated(Conn& c) {

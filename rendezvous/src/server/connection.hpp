@@ -52,6 +52,9 @@ struct Conn {
 // server's caps (Hub::max_conns open, opts.max_pending in the handshake) the oldest connection
 // still in the handshake is dropped to make room, or the newcomer when every other one is through.
 void accept_conn(Hub& hub, uv_stream_t* listener);
+// The same for a socket already connected (tests, the store fuzzer): null when it could not be set
+// up. The connection owns `fd` from then on.
+Conn* open_conn(Hub& hub, int fd);
 // The handshake succeeded: no more handshake deadline, the full frame size, out of Hub::pending.
 void authenticated(Conn& c);
 // Bytes read from the peer: decoded and handled frame by frame (the libuv read callback's body).

@@ -23,14 +23,18 @@
 
 namespace dtrain::rdzv {
 
+// The store budget of one run id by default (the in-memory store's table has the same).
+inline constexpr std::size_t kDefaultKeysPerRun = 200000;
+inline constexpr std::size_t kDefaultBytesPerRun = 512u << 20;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // address to bind, exactly as given
   int port = 0;                    // 0: a free port, see Server::port()
   std::string token;               // shared token; empty: loopback only unless insecure
   bool insecure = false;           // allow a tokenless server on a non-loopback address
   std::string run_id;              // non-empty: refuse clients that name another run id
-  std::size_t max_keys_per_run = 200000;          // per run id, all its generations together
-  std::size_t max_bytes_per_run = 512u << 20;     // keys + values + event texts, per run id
+  std::size_t max_keys_per_run = kDefaultKeysPerRun;    // per run id, all its generations together
+  std::size_t max_bytes_per_run = kDefaultBytesPerRun;  // keys + values + event texts, per run id
   std::size_t max_keys_total = 1000000;           // every run of this server together
   std::size_t max_bytes_total = 1u << 30;         // 1 GiB, every run of this server together
   std::size_t max_connections = 65536;            // open at once (lowered to fit RLIMIT_NOFILE)
