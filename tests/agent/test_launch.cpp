@@ -195,27 +195,26 @@ TEST_SUITE("agent::launch") {
     // It leaves the worker's process group, so signals to the group miss it; the agent adopts it
     // (subreaper) once the worker is gone, and the guardian finds it through its parent links.
     std::string escape = "setsid sh -c 'trap \"\" TERM; touch esc.$RANK; exec sleep 300' & touch up.$RANK; exec sleep 301";
-    SUBCASE("SIGTERM to the launcher") {
-      TempDir t;
+    // Two workers, each with an escaped child, then `sig` to the launcher; returns the marker.
+    auto signalled = [&](const TempDir& t, int sig, int expect) {
       std::string marker = unique_marker();
       auto j = job(t, escape, 2, fmt::format(R"(, "env": {{"M": "{}"}}, "grace_s": 1)", marker));
       pid_t pid = start(t, {"launch", j});
       REQUIRE(wait_until([&] { return all_files(t, "up.", 2) && all_files(t, "esc.", 2); }, 60));
       CHECK(wait_until([&] { return procs_with_env(marker).size() == 4; }, 30));
-      ::kill(pid, SIGTERM);
-      CHECK(wait_child(pid, 60) == 143);
+      ::kill(pid, sig);
+      CHECK(wait_child(pid, 60) == expect);
+      return marker;
+    };
+    SUBCASE("SIGTERM to the launcher") {
+      TempDir t;
+      auto marker = signalled(t, SIGTERM, 143);
       CHECK(procs_with_env(marker).empty());  // gone by the time the launcher exits
     }
     SUBCASE("SIGKILL to the launcher") {
       TempDir t;
-      std::string marker = unique_marker();
-      auto j = job(t, escape, 2, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
-      pid_t pid = start(t, {"launch", j});
-      REQUIRE(wait_until([&] { return all_files(t, "up.", 2) && all_files(t, "esc.", 2); }, 60));
-      CHECK(wait_until([&] { return procs_with_env(marker).size() == 4; }, 30));
-      ::kill(pid, SIGKILL);
-      CHECK(wait_child(pid, 30) == 128 + SIGKILL);
-      CHECK(wait_until([&] { return procs_with_env(marker).empty(); }, 30));
+      auto marker = signalled(t, SIGKILL, 128 + SIGKILL);
+      CHECK(wait_until([&] { return procs_with_env(marker).empty(); }, 30));  // the guardian's work
     }
     SUBCASE("the job succeeds while the escaped child still runs") {
       TempDir t;

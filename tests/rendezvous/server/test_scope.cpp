@@ -12,15 +12,10 @@ namespace {
 
 Bytes b(std::string_view s) { return Bytes(s.begin(), s.end()); }
 
+// A JOIN as it arrives: host, any rank, 1 slot, `instances` nodes.
 JoinRequest join_of(const char* host, int instances) {
-  JoinRequest r;
-  r.host.assign(host);
-  r.slots = 1;
-  r.instances = instances;
-  r.spec_hash = "h";
-  r.heartbeat_timeout_ms = 1000;
-  r.timeout_ms = 1000;
-  return r;
+  return JoinRequest::parse(
+      wire::Frame(wire::Op::join).str(host).i64(-1).i64(1).i64(instances).str("h").i64(0).str("").i64(1000).i64(1000));
 }
 
 }  // namespace
