@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,6 +24,19 @@ using namespace std::chrono_literals;
 using dtrain::test::TempDir;
 
 namespace {
+
+// Under AddressSanitizer freed memory sits in a quarantine (256 MiB by default) before it is
+// reused, which reads as growth: keep it small in the processes measured, and allow for it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr long kSanitizerSlackKib = 48 * 1024;
+#else
+constexpr long kSanitizerSlackKib = 0;
+#endif
+
+std::string small_quarantine() {
+  const char* cur = std::getenv("ASAN_OPTIONS");
+  return std::string(cur != nullptr ? cur : "") + ":quarantine_size_mb=8:thread_local_quarantine_size_kb=256";
+}
 
 struct Sample {
   long fds = 0, rss_kib = 0, zombies = 0;
@@ -79,6 +93,7 @@ TEST_SUITE("soak") {
     std::string job = t.write("job.json", spec);
     auto env = dtrain::test::base_env();
     env["TMPDIR"] = (t.path / "tmp").string();
+    env["ASAN_OPTIONS"] = small_quarantine();
     auto t0 = std::chrono::steady_clock::now();
     auto r = dtrain::test::run({DTRAIN_BIN, "launch", job, "--no-tag"}, env, 600);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -101,7 +116,7 @@ TEST_SUITE("soak") {
                                                               << last.rss_kib / 1024 << " MiB (max " << max_rss / 1024
                                                               << "); zombie children at most " << max_zombies);
     CHECK(max_fds <= early.fds + 2);          // no descriptor leaks across generations
-    CHECK(max_rss <= early.rss_kib + 16384);  // +16 MiB over 95 generations: generous
+    CHECK(max_rss <= early.rss_kib + 16384 + kSanitizerSlackKib);  // +16 MiB over 95 generations: generous
     CHECK(max_zombies <= 4);                  // at most the previous generation's, being reaped
     CHECK(procs_with(marker) == 0);
     CHECK(fs::is_empty(t.path / "tmp"));  // the temporary run folder is gone
@@ -112,6 +127,7 @@ TEST_SUITE("soak") {
     std::string token = dtrain::rdzv::auth::new_token();
     std::string token_file = t.write("token", token + "\n");
     fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write);
+    ::setenv("ASAN_OPTIONS", small_quarantine().c_str(), 1);  // for the server (read at its start only)
     rt::ServeProcess serve({"rendezvous", "serve", "--listen", "127.0.0.1:0", "--token-file", token_file},
                            (t.path / "serve.err").string());
     REQUIRE(serve.port > 0);
@@ -162,9 +178,10 @@ TEST_SUITE("soak") {
     MESSAGE("1,000 clients (100 of them one-node jobs) in " << secs << " s; server fds " << fds0 << " -> max " << fds_max
                                                             << " -> " << fds1 << "; RSS " << rss0 / 1024 << " -> max "
                                                             << rss_max / 1024 << " -> " << rss1 / 1024 << " MiB");
-    CHECK(fds1 == fds0);
+    CHECK(fds1 <= fds0);
     CHECK(fds_max <= fds0 + 4);
-    CHECK(rss1 <= rss0 + 8192);  // +8 MiB: generous (the plain store keys of 7 runs x 3 generations stay)
+    // +8 MiB: generous (the plain store keys of 7 runs x 3 generations stay)
+    CHECK(rss1 <= rss0 + 8192 + kSanitizerSlackKib);
     auto runs = dtrain::rdzv::list_runs(co);
     CHECK(runs.empty());  // the finished one-node jobs are forgotten
     CHECK(serve.stop(SIGTERM) == 0);
