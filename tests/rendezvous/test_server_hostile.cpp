@@ -205,6 +205,7 @@ TEST_SUITE("rendezvous::server_hostile") {
   }
 
   TEST_CASE("a recorded handshake replayed on a new connection is refused") {
+    StderrCapture log;  // before the server's thread exists: it takes a descriptor of its own
     ServerOptions o;
     o.token = kToken;
     TestServer srv(o);
@@ -223,7 +224,6 @@ TEST_SUITE("rendezvous::server_hostile") {
       REQUIRE(w->op == Op::welcome);
       CHECK(auth::constant_time_equal(w->bytes_at(1), auth::proof(kToken, "server", cnonce, snonce, "run1", 0)));
     }
-    StderrCapture log;
     RawConn replay(srv.port());
     replay.send_frame(hello("agent", "run1", cnonce, true));  // the same hello, byte for byte
     auto ch = replay.recv_frame(5s);
@@ -349,19 +349,24 @@ TEST_SUITE("rendezvous::server_hostile") {
 
   TEST_CASE("a joining client whose handshake the server cut off connects again") {
     ServerOptions o = quick(kToken);
-    o.max_pending = 4;  // a tiny room for connections in the handshake, so the flood keeps evicting
+    o.max_pending = 32;  // a small room for connections in the handshake, so the flood keeps evicting
     TestServer srv(o);
     std::atomic<bool> stop{false};
     std::atomic<int> opened{0};
+    // Connections that send a hello and stall at the challenge, as a client does: they compete
+    // with real clients for the room, about 2,000 a second.
+    Bytes flood_hello = wire::encode(hello("flood", "job", auth::random_nonce(), true));
     std::thread flood([&] {
       std::deque<std::unique_ptr<RawConn>> conns;
       while (!stop) {
         conns.push_back(std::make_unique<RawConn>(srv.port()));
+        conns.back()->send_bytes(flood_hello);
         ++opened;
-        if (conns.size() > 64) conns.pop_front();
+        if (conns.size() > 256) conns.pop_front();
+        std::this_thread::sleep_for(500us);
       }
     });
-    std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(200ms);
     std::chrono::milliseconds took{0};
     for (int i = 0; i < 5; ++i) took = std::max(took, join_alone(srv.port(), kToken, "job" + std::to_string(i)));
     stop = true;

@@ -105,10 +105,20 @@ void on_read(Conn& c, ssize_t n, const uv_buf_t* buf) noexcept {
   }
 }
 
-// Past the caps, the oldest connection still in the handshake makes room (see accept_conn).
+// The connection in the handshake to drop first: the oldest, other than the newcomer, that has not
+// sent a whole hello yet (a client answering the challenge is one round trip from done), else the
+// oldest of all. So silent connections never push out a client that is proving itself, and a
+// newcomer always gets its turn.
+Conn& eviction_victim(Hub& hub, const Conn& newest) {
+  for (Conn* c : hub.pending)
+    if (c != &newest && c->hs.stage() == Handshake::Stage::hello) return *c;
+  return *hub.pending.front();
+}
+
+// Past the caps, a connection still in the handshake makes room (see accept_conn).
 void shed_load(Hub& hub, Conn& newest) {
   while (!hub.pending.empty() && (hub.conns.size() > hub.max_conns || hub.pending.size() > hub.opts.max_pending)) {
-    Conn& victim = *hub.pending.front();
+    Conn& victim = eviction_victim(hub, newest);
     if (hub.conns.size() > hub.max_conns)
       drop(victim, &victim == &newest
                        ? fmt::format("turned away: {} connections are open, the server's limit", hub.max_conns)
@@ -117,7 +127,7 @@ void shed_load(Hub& hub, Conn& newest) {
                                      hub.max_conns));
     else
       drop(victim, fmt::format("evicted before finishing its handshake: over {} connections were in the handshake "
-                               "at once (the oldest goes first)",
+                               "at once (the oldest without a hello goes first)",
                                hub.opts.max_pending));
   }
 }

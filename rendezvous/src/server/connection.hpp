@@ -49,8 +49,9 @@ struct Conn {
 };
 
 // Accepts a pending connection from the listener and starts its handshake deadline. Past the
-// server's caps (Hub::max_conns open, opts.max_pending in the handshake) the oldest connection
-// still in the handshake is dropped to make room, or the newcomer when every other one is through.
+// server's caps (Hub::max_conns open, opts.max_pending in the handshake) a connection still in the
+// handshake is dropped to make room: the oldest other than the newcomer that has not sent a whole
+// hello yet, else the oldest; the newcomer itself when every other one is through.
 void accept_conn(Hub& hub, uv_stream_t* listener);
 // The same for a socket already connected (tests, the store fuzzer): null when it could not be set
 // up. The connection owns `fd` from then on.
