@@ -127,6 +127,7 @@ int run(int argc, char** argv) {
   register_launch(app, runner);
   register_rendezvous(app, runner);
   register_status(app, runner);
+  register_token(app, runner);
   register_env(app, runner);
   register_help(app, runner);
   if (int rc = check_command_word(app, argc, argv); rc >= 0) return rc;

@@ -15,6 +15,7 @@ void register_plan(CLI::App& app, Runner& run);
 void register_launch(CLI::App& app, Runner& run);
 void register_rendezvous(CLI::App& app, Runner& run);
 void register_status(CLI::App& app, Runner& run);
+void register_token(CLI::App& app, Runner& run);
 
 // Parses argv, runs the chosen subcommand, and maps errors to the exit statuses of man/dtrain.1.
 int run(int argc, char** argv);

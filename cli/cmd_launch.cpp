@@ -12,6 +12,7 @@
 #include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/multinode.hpp"
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/system.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/config/plan.hpp"
 #include "launch_args.hpp"
@@ -83,11 +84,13 @@ struct LaunchArgs {
 };
 
 int launch(const LaunchArgs& a) {
+  sys::raise_fd_limit();  // every worker holds pipes and log files open in the agent
   config::Plan plan = load_plan(a.spec, /*job_required=*/false);
   const auto& spec = plan.spec;
   agent::AgentOptions o;
   o.plan_json = config::plan_to_json(plan);
   o.embed_store = true;
+  o.reap_escapees = true;  // this process has no children but the ones the agent spawns
   o.extra_args = launch_extra_args();
   o.grace_s = a.grace ? *a.grace : spec.grace_s;
   if (o.grace_s < 0) throw ConfigError(fmt::format("--grace {}: expected seconds >= 0", o.grace_s));
@@ -131,7 +134,7 @@ void register_launch(CLI::App& app, Runner& run) {
   sub->add_flag("--insecure", args->insecure, "allow a multi-node job without a rendezvous token (trusted networks only)");
   sub->footer(
       "Arguments after -- are appended to the job's command. Exit status: 0 ok; the root-cause worker's exit "
-      "code, or 128+N for signal N; 2 usage or spec error; 69 node lost; 75 rendezvous timeout; 77 token refused; 124 max_runtime_s; 126/127 command not executable/not "
+      "code, or 128+N for signal N; 2 usage or spec error; 69 node lost; 71 out of a local resource (disk, open files, port); 75 rendezvous timeout; 77 token refused; 124 max_runtime_s; 126/127 command not executable/not "
       "found; 130/143 interrupted. See dtrain-launch(1).");
   sub->callback([args, &run] {
     run = [args] { return launch(*args); };

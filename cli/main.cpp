@@ -2,6 +2,7 @@
 
 #include "app.hpp"
 #include "dtrain/agent/agent.hpp"
+#include "dtrain/common/sanitizer_defaults.hpp"
 #include "launch_args.hpp"
 
 int main(int argc, char** argv) {

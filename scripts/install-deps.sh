@@ -10,6 +10,7 @@ packages=(
   iproute2 procps util-linux   # network-namespace tests, process checks
   groff-base                   # man page rendering check
   python3 python3-numpy        # the dtrain Python package's tests, examples/python_sgd.py, bench/python
+  clang libclang-rt-dev        # libFuzzer targets (fuzz/, the fuzz preset)
 )
 
 missing=()

@@ -26,6 +26,7 @@
 #include "dtrain/common/uv_handle.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 #include "dtrain/rendezvous/server.hpp"
+#include "escapees.hpp"
 #include "guardian.hpp"
 #include "job_machine.hpp"
 #include "output_router.hpp"
@@ -103,6 +104,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   OutputRouter router;
   Guardian guardian;
   WorkerGroup group;
+  Escapees escapees;
   RunFolder run_folder;
 
   EnvMap base_env;
@@ -190,6 +192,7 @@ void Agent::Impl::prepare() {
   ctx.store_token = opt.store_token;
   ctx.local_addr = opt.local_addr;
   ctx.cores = sys::usable_cpus();
+  ctx.agent_id = fmt::format("{}-{}", ::getpid(), random_token().substr(0, 16));
 
   run_folder.create(opt.log_dir, ctx.run_id);
   result.run_dir = run_folder.path().string();
@@ -228,10 +231,16 @@ void Agent::Impl::start_store() {
 
 void Agent::Impl::open_loop() {
   int rc = uv_loop_init(&loop);
-  if (rc < 0) throw IoError(fmt::format("uv_loop_init: {}", uv_strerror(rc)));
+  if (rc < 0) throw_os_error(rc, "cannot create the agent's event loop");
   loop_inited = true;
   group.open(&loop, {helper.exe, helper.exec_word, std::to_string(::getpid()), command, workdir.string()});
-  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd);
+  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id);
+  if (opt.reap_escapees)
+    escapees.start(&loop, [this] {
+      auto pids = group.live_pids();
+      if (long g = guardian.pid(); g > 0) pids.insert(static_cast<pid_t>(g));
+      return pids;
+    });
   watch_signals();
   for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer}) {
     rc = t->init([&](uv_timer_t* h) { return uv_timer_init(&loop, h); }, this);
@@ -298,6 +307,7 @@ void Agent::Impl::close_control_handles() {
   backoff_timer.close();
   runtime_timer.close();
   group.close_timer();
+  escapees.close();
   guardian.release();
 }
 
@@ -305,6 +315,7 @@ void Agent::Impl::close_loop() {
   // also the exception path: nothing may survive us
   closing = true;
   group.kill_now();
+  escapees.kill_all(2000);
   close_control_handles();
   state = JobState::done;
   uv_run(&loop, UV_RUN_DEFAULT);  // reaps workers and the guardian, runs close callbacks
@@ -347,7 +358,7 @@ void Agent::Impl::execute(const job::Spawn& a) {
     try {
       group.spawn(r, worker_env(opt.plan, r, ctx, base_env), logs);
     } catch (const std::exception& e) {
-      return apply(job::SpawnFailed{e.what()});
+      return apply(job::SpawnFailed{e.what(), exit_status_of(e)});
     }
   }
   apply(job::Spawned{});  // a job of zero local workers is over at once
@@ -379,6 +390,7 @@ void Agent::Impl::execute(const job::ArmBackoff&) {
 void Agent::Impl::execute(const job::Collect& a) {
   uv_timer_stop(grace_timer.get());
   group.retire();
+  escapees.kill_all(1000);  // what left a worker's group dies with the generation
   terminal.flush();
   result.root_cause = a.root_cause;
   result.other_failures = a.other_failures;

@@ -10,7 +10,8 @@
 
 namespace dtrain::agent {
 
-void Guardian::start(uv_loop_t* loop, const std::string& exe, const std::string& word, int stderr_fd) {
+void Guardian::start(uv_loop_t* loop, const std::string& exe, const std::string& word, int stderr_fd,
+                     const std::string& agent_id) {
   int rc = in_.init([&](uv_pipe_t* p) { return uv_pipe_init(loop, p, 0); }, nullptr);
   if (rc < 0) throw IoError(fmt::format("uv_pipe_init: {}", uv_strerror(rc)));
   std::string file = exe, arg = word;
@@ -34,13 +35,13 @@ void Guardian::start(uv_loop_t* loop, const std::string& exe, const std::string&
   rc = proc_.init([&](uv_process_t* p) { return uv_spawn(loop, p, &po); }, this, true);
   if (rc < 0) {
     in_.close();
-    throw IoError(fmt::format("cannot start the guardian process '{} {}': {}", exe, word, uv_strerror(rc)));
+    throw_os_error(rc, fmt::format("cannot start the guardian process '{} {}'", exe, word));
   }
+  if (!agent_id.empty()) send("=" + agent_id + "\n");
 }
 
-void Guardian::send(char op, long pgid) {
+void Guardian::send(std::string msg) {
   if (!in_) return;
-  std::string msg = fmt::format("{}{}\n", op, pgid);
   uv_buf_t b = uv_buf_init(msg.data(), static_cast<unsigned>(msg.size()));
   auto* s = reinterpret_cast<uv_stream_t*>(in_.get());
   int n = uv_try_write(s, &b, 1);

@@ -88,7 +88,7 @@ void JobMachine::begin_stop(int sig, Actions& out) {
 
 void JobMachine::on_spawn_failed(const job::SpawnFailed& in, Actions& out) {
   out.emplace_back(job::Say{fmt::format("dtrain: {}", in.what)});
-  stop_ = {StopReason::abort, stop_.signal, exit_code::internal, in.what};
+  stop_ = {StopReason::abort, stop_.signal, in.code, in.what};
   enter(JobState::running, out);
   begin_stop(SIGKILL, out);
 }

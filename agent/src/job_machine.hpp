@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dtrain/agent/agent.hpp"
+#include "dtrain/common/exit_codes.hpp"
 
 namespace dtrain::agent {
 
@@ -37,7 +38,7 @@ struct JobPolicy {
 namespace job {
 struct Start {};                                  // run() begins: start generation 0
 struct Spawned {};                                // every local worker of the generation started
-struct SpawnFailed { std::string what; };         // a worker could not be started
+struct SpawnFailed { std::string what; int code = exit_code::internal; };  // a worker could not be started (code: exit status)
 struct WorkerExited { WorkerExit exit; };         // one worker ended (reaped)
 struct Drained { std::vector<WorkerExit> exits; };  // every worker ended and its output is read
 struct GraceOver { int live = 0; };               // the grace period after SIGTERM passed

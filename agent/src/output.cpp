@@ -46,6 +46,10 @@ std::string format_tag(std::string_view format, int node, int rank, int local_ra
   return out;
 }
 
+std::string cut_mark(std::size_t max_line) {
+  return fmt::format(" [dtrain: line over {} bytes, cut here; it goes on in the next line]", max_line);
+}
+
 std::string timestamp_prefix(std::chrono::system_clock::time_point t) {
   auto secs = std::chrono::system_clock::to_time_t(t);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;

@@ -50,19 +50,26 @@ void OutputRouter::feed(WorkerOutput& w, bool is_err, const char* data, std::siz
     s.log_fd = -1;
   }
   std::string ts = timestamp();
-  s.lines.feed(data, n, [&](std::string_view l) { line(w, is_err, l, ts); });
+  s.lines.feed(data, n, [&](std::string_view l, bool cut) { line(w, is_err, l, cut, ts); });
   terminal_.flush();
 }
 
 void OutputRouter::end(WorkerOutput& w, bool is_err) {
   std::string ts = timestamp();
-  w.stream(is_err).lines.flush([&](std::string_view l) { line(w, is_err, l, ts); });
+  w.stream(is_err).lines.flush([&](std::string_view l, bool cut) { line(w, is_err, l, cut, ts); });
 }
 
-// The one place a whole line goes: the stderr tail, then (tagged) the terminal.
-void OutputRouter::line(WorkerOutput& w, bool is_err, std::string_view text, const std::string& ts) {
+// The one place a whole line goes: the stderr tail, then (tagged) the terminal; a piece of a cut
+// line carries the mark. The log files have the bytes as written.
+void OutputRouter::line(WorkerOutput& w, bool is_err, std::string_view text, bool cut, const std::string& ts) {
+  std::string marked;
+  if (cut) {
+    marked.reserve(text.size() + 80);
+    marked.append(text).append(cut_mark(w.stream(is_err).lines.max_line()));
+    text = marked;
+  }
   if (is_err) {
-    w.last_err_.emplace_back(text);
+    w.last_err_.emplace_back(text.substr(0, kTailLineBytes));
     if (w.last_err_.size() > kLastLines) w.last_err_.pop_front();
   }
   if (!w.to_terminal_) return;

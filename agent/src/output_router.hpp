@@ -43,7 +43,8 @@ class WorkerOutput {
 
 class OutputRouter {
  public:
-  static constexpr std::size_t kLastLines = 10;  // stderr lines kept for the summary
+  static constexpr std::size_t kLastLines = 10;         // stderr lines kept for the summary
+  static constexpr std::size_t kTailLineBytes = 4096;   // of each (the summary shows lines, not megabytes)
 
   OutputRouter(OutputOptions options, Terminal& terminal);
 
@@ -56,7 +57,7 @@ class OutputRouter {
   void end(WorkerOutput& w, bool is_err);
 
  private:
-  void line(WorkerOutput& w, bool is_err, std::string_view text, const std::string& ts);
+  void line(WorkerOutput& w, bool is_err, std::string_view text, bool cut, const std::string& ts);
   std::string timestamp() const;
 
   OutputOptions opt_;

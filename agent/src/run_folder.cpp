@@ -28,6 +28,7 @@ void RunFolder::create(const std::string& log_dir, const std::string& run_id) {
     std::error_code ec;
     path_ = fs::absolute(fs::path(log_dir) / run_id, ec);
     fs::create_directories(path_, ec);
+    if (ec && is_resource_errno(ec.value())) throw_os_error(ec.value(), fmt::format("cannot create the log folder '{}'", path_.string()));
     if (ec)
       throw ConfigError(fmt::format("cannot create the log folder '{}': {} (fix output.log_dir or --log-dir)",
                                     path_.string(), ec.message()));
@@ -37,7 +38,7 @@ void RunFolder::create(const std::string& log_dir, const std::string& run_id) {
   std::string templ = fmt::format("{}/dtrain-{}-XXXXXX", tmp && *tmp ? tmp : "/tmp", run_id);
   std::vector<char> b(templ.begin(), templ.end());
   b.push_back('\0');
-  if (::mkdtemp(b.data()) == nullptr) throw IoError(fmt::format("mkdtemp {}: {}", templ, errno_text(errno)));
+  if (::mkdtemp(b.data()) == nullptr) throw_os_error(errno, fmt::format("cannot create the run folder {}", templ));
   path_ = b.data();
   temporary_ = true;
 }
@@ -45,12 +46,15 @@ void RunFolder::create(const std::string& log_dir, const std::string& run_id) {
 void RunFolder::write_plan(const std::string& json) const {
   fs::path p = plan_path();
   int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(fmt::format("cannot write {}: {}", p.string(), errno_text(errno)));
+  if (fd < 0) throw_os_error(errno, fmt::format("cannot write {}", p.string()));
   bool ok = write_all(fd, json.empty() ? std::string_view("{}\n") : std::string_view(json));
   if (ok && (json.empty() || json.back() != '\n')) ok = write_all(fd, "\n");
   int err = errno;
   ::close(fd);
-  if (!ok) throw IoError(fmt::format("cannot write {}: {}", p.string(), errno_text(err)));
+  if (!ok) {
+    ::unlink(p.c_str());
+    throw_os_error(err, fmt::format("cannot write {}", p.string()));
+  }
 }
 
 std::optional<fs::path> RunFolder::attempt(int generation) const {
@@ -58,7 +62,7 @@ std::optional<fs::path> RunFolder::attempt(int generation) const {
   fs::path dir = path_ / fmt::format("attempt-{}", generation);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw IoError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  if (ec) throw_os_error(ec.value(), fmt::format("cannot create {}", dir.string()));
   return dir;
 }
 

@@ -7,9 +7,13 @@
  *       in a new session (own process group). If exec fails, it writes {pid, errno} to fd 3 (the
  *       agent's status pipe; close-on-exec, so a successful exec leaves nothing there) and exits
  *       127 (not found) or 126 (not executable).
- *   guard  reads "+PGID\n" / "-PGID\n" lines from stdin (a pipe held by the agent). On EOF, which
- *       is also what happens when the agent is SIGKILLed, it SIGKILLs every group still listed, so
- *       grandchildren of workers die with the agent. Own session, ignores INT/TERM/HUP/PIPE.
+ *   guard  reads "+PGID\n" / "-PGID\n" lines from stdin (a pipe held by the agent), and "=ID\n", the
+ *       DTRAIN_AGENT_ID every worker carries. On EOF, which is also what happens when the agent is
+ *       SIGKILLed, it SIGKILLs every group still listed, every descendant of their members, and
+ *       every process whose environment holds DTRAIN_AGENT_ID=ID (found through /proc): so
+ *       grandchildren of workers die with the agent even when they left the group (setsid) and
+ *       their parent died first (the kernel kills workers with the agent: PR_SET_PDEATHSIG).
+ *       Own session, ignores INT/TERM/HUP/PIPE.
  */
 #define _GNU_SOURCE
 #include "shim.h"
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -43,10 +48,12 @@ int dtrain_shim_exec(int argc, char** argv, const char* who) {
   _exit(err == ENOENT || err == ENOTDIR ? DTRAIN_EXIT_NOT_FOUND : DTRAIN_EXIT_NOT_EXECUTABLE);
 }
 
-/* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one). */
+/* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one), and the
+ * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it). */
 struct groups {
   long* pg;
   size_t count, cap;
+  char marker[128];
 };
 
 static void groups_add(struct groups* g, long pg) {
@@ -70,10 +77,118 @@ static void groups_remove(struct groups* g, long pg) {
 
 /* One complete line ("+PGID" or "-PGID", without its newline). */
 static void guard_line(struct groups* g, const char* line, size_t len) {
+  static const char kName[] = "DTRAIN_AGENT_ID=";
+  if (line[0] == '=' && len > 1 && len - 1 + sizeof kName <= sizeof g->marker) {
+    memcpy(g->marker, kName, sizeof kName - 1);
+    memcpy(g->marker + sizeof kName - 1, line + 1, len - 1);
+    g->marker[sizeof kName - 1 + len - 1] = '\0';
+    return;
+  }
   long pg = len > 1 ? strtol(line + 1, NULL, 10) : 0;
   if (pg <= 1) return;
   if (line[0] == '+') groups_add(g, pg);
   else if (line[0] == '-') groups_remove(g, pg);
+}
+
+/* One process of /proc: pid, parent, process group; `marked` when it is to be killed. */
+struct proc_entry {
+  long pid, ppid, pgrp;
+  int marked;
+};
+
+static int read_stat(const char* pid_dir, struct proc_entry* e) {
+  char path[300], buf[512];
+  if (strlen(pid_dir) > 32) return 0;
+  snprintf(path, sizeof path, "/proc/%s/stat", pid_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char* close_paren = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  char state;
+  if (close_paren == NULL || sscanf(close_paren + 1, " %c %ld %ld", &state, &e->ppid, &e->pgrp) != 3) return 0;
+  e->pid = strtol(buf, NULL, 10);
+  e->marked = 0;
+  return e->pid > 0;
+}
+
+/* Whether /proc/PID/environ holds the entry `marker` ("NAME=VALUE", a whole entry). */
+static int has_env(const char* pid_dir, const char* marker) {
+  char path[300];
+  if (marker[0] == '\0' || strlen(pid_dir) > 32) return 0;
+  snprintf(path, sizeof path, "/proc/%s/environ", pid_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t mlen = strlen(marker), cap = 1 << 16, len = 0;
+  char* buf = malloc(cap + 1);
+  int found = 0, first = 1;
+  while (buf != NULL && !found) {
+    ssize_t n = read(fd, buf + len, cap - len);
+    if (n <= 0) break;
+    len += (size_t)n;
+    /* entries are NUL-terminated: look for the marker at the start of one */
+    for (size_t i = first ? 0 : 1; i + mlen <= len && !found; ++i)
+      if (((first && i == 0) || buf[i - 1] == '\0') && memcmp(buf + i, marker, mlen) == 0 &&
+          (i + mlen == len || buf[i + mlen] == '\0'))
+        found = 1;
+    if (len == cap) { /* keep the tail that may hold an entry's start (and the NUL before it) */
+      size_t keep = mlen + 1;
+      memmove(buf, buf + len - keep, keep);
+      len = keep;
+      first = 0;
+    }
+  }
+  free(buf);
+  close(fd);
+  return found;
+}
+
+static int listed(const struct groups* g, long pg) {
+  for (size_t k = 0; k < g->count; ++k)
+    if (g->pg[k] == pg) return 1;
+  return 0;
+}
+
+/* SIGKILLs the members of the listed groups and all their descendants, also those that left the
+ * group with setsid (their parent link still leads to a member), and the processes that carry the
+ * agent's marker in their environment (those whose parent died first). */
+static void kill_trees(const struct groups* g) {
+  DIR* d = opendir("/proc");
+  if (d == NULL) return;
+  struct proc_entry* all = NULL;
+  size_t count = 0, cap = 0;
+  struct dirent* de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    if (count == cap) {
+      size_t bigger_cap = cap == 0 ? 256 : 2 * cap;
+      struct proc_entry* bigger = realloc(all, bigger_cap * sizeof *bigger);
+      if (bigger == NULL) break;
+      all = bigger;
+      cap = bigger_cap;
+    }
+    if (read_stat(de->d_name, &all[count])) {
+      all[count].marked = all[count].pid != (long)getpid() && (listed(g, all[count].pgrp) || has_env(de->d_name, g->marker));
+      ++count;
+    }
+  }
+  closedir(d);
+  for (int changed = 1; changed;) { /* parents first or not: repeat until nothing new is marked */
+    changed = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (all[i].marked) continue;
+      for (size_t j = 0; j < count; ++j)
+        if (all[j].marked && all[j].pid == all[i].ppid) {
+          all[i].marked = changed = 1;
+          break;
+        }
+    }
+  }
+  for (size_t i = 0; i < count; ++i)
+    if (all[i].marked) kill((pid_t)all[i].pid, SIGKILL);
+  free(all);
 }
 
 int dtrain_shim_guard(void) {
@@ -81,8 +196,8 @@ int dtrain_shim_guard(void) {
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  struct groups g = {NULL, 0, 0};
-  char line[64];
+  struct groups g = {NULL, 0, 0, ""};
+  char line[128];
   size_t len = 0;
   char buf[4096];
   for (;;) {
@@ -99,6 +214,7 @@ int dtrain_shim_guard(void) {
       len = 0;
     }
   }
+  if (g.count > 0 || g.marker[0] != '\0') kill_trees(&g);
   for (size_t k = 0; k < g.count; ++k) kill((pid_t)-g.pg[k], SIGKILL);
   free(g.pg);
   return DTRAIN_EXIT_OK;

@@ -44,7 +44,7 @@ void WorkerGroup::open(uv_loop_t* loop, Launch launch) {
   loop_ = loop;
   launch_ = std::move(launch);
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw IoError(fmt::format("pipe2: {}", errno_text(errno)));
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw_os_error(errno, "cannot create the workers' status pipe");
   status_rd_ = fds[0];
   status_wr_ = fds[1];
   int rc = drain_timer_.init([&](uv_timer_t* h) { return uv_timer_init(loop_, h); }, this);
@@ -96,8 +96,7 @@ void WorkerGroup::spawn(const config::RankInfo& r, const EnvMap& env,
   po.exit_cb = exit_cb;
   w->started = Clock::now();
   rc = w->proc.init([&](uv_process_t* p) { return uv_spawn(loop_, p, &po); }, w.get(), true);
-  if (rc < 0)
-    throw IoError(fmt::format("cannot start rank {} through '{}': {}", r.rank, launch_.helper, uv_strerror(rc)));
+  if (rc < 0) throw_os_error(rc, fmt::format("cannot start rank {} through '{}'", r.rank, launch_.helper));
   w->spawned = true;
   w->exit.pid = w->proc.get()->pid;
   guardian_.watch(w->exit.pid);
@@ -121,6 +120,14 @@ int WorkerGroup::live() const {
   int n = 0;
   for (const auto& w : workers_) n += w->live() ? 1 : 0;
   return n;
+}
+
+std::set<pid_t> WorkerGroup::live_pids() const {
+  std::set<pid_t> out;
+  for (const auto* list : {&workers_, &retired_})
+    for (const auto& w : *list)
+      if (w->live()) out.insert(static_cast<pid_t>(w->exit.pid));
+  return out;
 }
 
 bool WorkerGroup::finished() const {

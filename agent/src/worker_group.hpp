@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,8 @@ class WorkerGroup {
   void kill(int sig, bool stopping = false);
 
   int live() const;
+  // Process ids of the workers not reaped yet (this and retired generations).
+  std::set<pid_t> live_pids() const;
   bool finished() const;  // every worker exited and its output is read (true when empty)
   std::vector<WorkerExit> exits() const;  // with the last lines of their stderr
   // The generation is over: its workers leave the group (their handles close in the background).

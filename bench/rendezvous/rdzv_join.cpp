@@ -61,7 +61,7 @@ void* agent_main(void* p) {
     NodeSessionOptions o;
     o.store.host = "127.0.0.1";
     o.store.port = a->port;
-    o.store.token = "bench-token";
+    o.store.token = "bench-token-0123456789abcdef";
     o.store.run_id = a->run;
     o.store.connect_timeout = std::chrono::milliseconds(120000);
     o.host = "agent" + std::to_string(a->index);
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   ServerOptions so;
-  so.token = "bench-token";
+  so.token = "bench-token-0123456789abcdef";
   Server server(so);
   server.start();
   std::printf("rendezvous join scaling: N agents (threads) join, set one key, get a neighbour's, barrier of N, exit barrier\n");

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "dtrain/common/params.hpp"
+#include "dtrain/common/text.hpp"
 
 namespace dtrain::log {
 namespace {
@@ -100,6 +101,9 @@ void write(Level level, Subsys, const char* file, int line, std::string_view msg
     tag = g_tag;
   }
   std::string out;
+  // One line each: text from peers (client names, run ids) can never start a line or send escapes.
+  std::string clean = text::printable(msg);
+  msg = clean;
   if (level <= Level::warn || level >= Level::debug) {
     const char* base = std::strrchr(file, '/');
     out = fmt::format("{}: {}: {} [{}:{}]\n", tag, level_name(level), msg, base ? base + 1 : file, line);

@@ -57,6 +57,20 @@ std::string join(std::span<const std::string> parts, std::string_view sep) {
   return out;
 }
 
+std::string printable(std::string_view s, std::size_t max) {
+  std::string out;
+  bool cut = s.size() > max;
+  if (cut) s = s.substr(0, max);
+  out.reserve(s.size());
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out.push_back(ch);
+  }
+  if (cut) out += "...";
+  return out;
+}
+
 std::uint64_t fnv1a(std::string_view s) {
   std::uint64_t h = 14695981039346656037ull;
   for (char c : s) {

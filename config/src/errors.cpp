@@ -11,8 +11,11 @@ std::string format_problems(const std::string& source, const std::vector<SpecPro
     return p.path.empty() ? p.message : fmt::format("{}: {}", p.path, p.message);
   };
   if (problems.size() == 1) return fmt::format("{}: {}", where, line(problems.front()));
+  // A spec with 40,000 bad keys gets a readable message: the first ones and a count.
+  constexpr std::size_t kShown = 50;
   std::string out = fmt::format("{}: {} problems:", where, problems.size());
-  for (const auto& p : problems) out += "\n  " + line(p);
+  for (std::size_t i = 0; i < problems.size() && i < kShown; ++i) out += "\n  " + line(problems[i]);
+  if (problems.size() > kShown) out += fmt::format("\n  ... and {} more", problems.size() - kShown);
   return out;
 }
 

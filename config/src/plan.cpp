@@ -221,6 +221,13 @@ void plan_batch(Plan& plan, Problems& problems) {
   }
   if (bp.per_replica <= 0) return;
   bp.micro_batch_size = bp.per_replica / bp.micro_batches;
+  if (bp.dataset_size && *bp.dataset_size < bp.global) {
+    problems.push_back({"/batch/dataset_size", fmt::format("{} is smaller than the global batch {} ({} x per_replica {}): "
+                                                           "not one full batch per epoch; raise dataset_size or lower "
+                                                           "the batch", *bp.dataset_size, bp.global, replicas_text(plan),
+                                                           bp.per_replica)});
+    return;
+  }
   if (bp.dataset_size) {
     std::int64_t ipe = (*bp.dataset_size + bp.global - 1) / bp.global;
     std::int64_t total = 0;

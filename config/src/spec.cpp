@@ -4,6 +4,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -71,13 +72,49 @@ struct Collector {
   }
 };
 
+// How deep arrays and objects may nest: a job spec needs four levels; the parser, the checks and
+// the messages recurse, so a document nested 100,000 deep must be refused before it is parsed.
+constexpr std::size_t kMaxDepth = 64;
+
+// The line where JSON text first nests deeper than kMaxDepth, or 0 (strings are skipped).
+std::size_t too_deep_at(std::string_view text) {
+  std::size_t depth = 0, line = 1;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (ch == '\n') ++line;
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxDepth) return line;
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return 0;
+}
+
+// "[json.exception.out_of_range.406] number overflow parsing '1e400'" -> from "number".
+std::string library_text(const std::string& what) {
+  auto pos = what.find("] ");
+  return pos == std::string::npos ? what : what.substr(pos + 2);
+}
+
 // Parses JSON text, reporting duplicate keys (the parser callback sees every key in order).
 json parse_text(const std::string& text, Collector& c) {
+  if (std::size_t line = too_deep_at(text)) {
+    c.add("", fmt::format("invalid JSON at line {}: arrays and objects nest deeper than {} levels; a job spec "
+                          "needs only a few (see dtrain-job(5))", line, kMaxDepth));
+    return json();
+  }
   struct Frame {
     bool array = false;
     std::size_t index = 0;
     std::string key;
-    std::vector<std::string> keys;
+    std::unordered_set<std::string> keys;
   };
   std::vector<Frame> stack;
   auto child_path = [&] {
@@ -92,10 +129,8 @@ json parse_text(const std::string& text, Collector& c) {
       case json::parse_event_t::key: {
         auto& f = stack.back();
         f.key = parsed.get<std::string>();
-        if (std::find(f.keys.begin(), f.keys.end(), f.key) != f.keys.end())
+        if (!f.keys.insert(f.key).second)
           c.add(child_path(), "duplicate key; each key may appear once in an object (the last one would win)");
-        else
-          f.keys.push_back(f.key);
         break;
       }
       case json::parse_event_t::value:
@@ -115,9 +150,13 @@ json parse_text(const std::string& text, Collector& c) {
     std::string msg = e.what();
     // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..." -> from "line"
     if (auto pos = msg.find("at line "); pos != std::string::npos) msg = "invalid JSON " + msg.substr(pos);
-    else if (auto p2 = msg.find("] "); p2 != std::string::npos) msg = "invalid JSON: " + msg.substr(p2 + 2);
+    else msg = "invalid JSON: " + library_text(msg);
     c.problems.clear();  // duplicates seen before a syntax error are noise
     c.add("", msg);
+    return json();
+  } catch (const json::exception& e) {  // a number too large for a double: 1e400
+    c.problems.clear();
+    c.add("", fmt::format("invalid JSON: {} (numbers must fit a 64-bit float)", library_text(e.what())));
     return json();
   }
 }
@@ -131,11 +170,10 @@ void apply_set(json& doc, const std::string& assignment, Collector& c) {
   }
   std::string ptr = assignment.substr(0, eq);
   std::string raw = assignment.substr(eq + 1);
-  json value;
+  json value = raw;  // text that does not parse as JSON (or nests too deep) stays a string
   try {
-    value = json::parse(raw);
+    if (too_deep_at(raw) == 0) value = json::parse(raw);
   } catch (const json::exception&) {
-    value = raw;
   }
   try {
     json::json_pointer jp(ptr);

@@ -6,8 +6,11 @@
 #include <openssl/rand.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cctype>
 #include <cerrno>
-#include <fstream>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/params.hpp"
@@ -42,30 +45,112 @@ Bytes proof(std::string_view token, std::string_view role, ByteView first_nonce,
   Bytes msg = wire::pack({Bytes(role.begin(), role.end()), Bytes(first_nonce.begin(), first_nonce.end()),
                           Bytes(second_nonce.begin(), second_nonce.end()), Bytes(run_id.begin(), run_id.end()),
                           wire::i64_bytes(generation)});
-  static constexpr std::string_view kLabel = "dtrain-rdzv-v1 ";
+  static constexpr std::string_view kLabel = "dtrain-rdzv-v2 ";
   msg.insert(msg.begin(), kLabel.begin(), kLabel.end());
   return hmac_sha256(token, msg);
 }
 
+std::size_t token_bits(std::string_view token) {
+  auto all = [&](auto pred) {
+    for (char c : token)
+      if (!pred(static_cast<unsigned char>(c))) return false;
+    return true;
+  };
+  auto hex = [](unsigned char c) { return std::isxdigit(c) != 0; };
+  auto b64 = [](unsigned char c) { return std::isalnum(c) != 0 || c == '+' || c == '/' || c == '-' || c == '_' || c == '='; };
+  std::size_t n = token.size();
+  if (all(hex)) return n * 4;
+  if (all(b64)) {
+    while (n > 0 && token[n - 1] == '=') --n;  // padding holds nothing
+    return n * 6;
+  }
+  return n * 8;
+}
+
+void check_token_strength(std::string_view token, std::string_view where) {
+  if (token.empty()) return;
+  std::size_t bits = token_bits(token);
+  if (bits >= kMinTokenBits) return;
+  throw ConfigError(fmt::format(
+      "{}: the rendezvous token is too weak ({} characters can hold at most {} bits, at least {} are needed: 32 hex "
+      "digits, 22 base64 characters or 16 bytes); make a strong one with `dtrain token --output FILE` and give the "
+      "same file to every node",
+      where, token.size(), bits, kMinTokenBits));
+}
+
+std::string new_token() {
+  unsigned char raw[kNewTokenBytes];
+  if (RAND_bytes(raw, int(sizeof raw)) != 1) throw IoError("token: the OpenSSL random generator failed");
+  std::string out;
+  out.reserve(2 * sizeof raw);
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (unsigned char c : raw) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  OPENSSL_cleanse(raw, sizeof raw);
+  return out;
+}
+
+namespace {
+
+// The first line of fd, up to kMaxTokenFileLine bytes (more is an error); false on a read error.
+bool read_first_line(int fd, std::string& line, bool& too_long) {
+  char buf[512];
+  too_long = false;
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    std::string_view chunk(buf, std::size_t(n));
+    auto nl = chunk.find('\n');
+    line.append(chunk.substr(0, nl));
+    if (line.size() > kMaxTokenFileLine) {
+      too_long = true;
+      return true;
+    }
+    if (nl != std::string_view::npos) return true;
+  }
+}
+
+}  // namespace
+
 std::string read_token_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     throw ConfigError(fmt::format("token file {}: {}; give a readable file with the shared token", path,
                                   errno_text(errno)));
   std::string line;
-  std::getline(in, line);
+  bool too_long = false;
+  bool ok = read_first_line(fd, line, too_long);
+  int err = errno;
+  struct stat st {};
+  bool stat_ok = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  if (!ok) throw ConfigError(fmt::format("token file {}: {}; give a readable file with the shared token", path, errno_text(err)));
+  if (too_long)
+    throw ConfigError(fmt::format("token file {}: the first line is longer than {} bytes; a token file holds one "
+                                  "short line (make one with `dtrain token --output FILE`)",
+                                  path, kMaxTokenFileLine));
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
   if (line.empty())
     throw ConfigError(fmt::format("token file {} is empty; put the shared token on its first line", path));
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+  if (stat_ok && S_ISREG(st.st_mode) && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
     DTRAIN_WARN(rdzv, "token file {} can be read by other users (mode {:o}); chmod 600 it", path,
                 st.st_mode & 0777);
   return line;
 }
 
 std::string resolve_token(std::string_view path) {
-  return path.empty() ? param_string("DTRAIN_RDZV_TOKEN") : read_token_file(std::string(path));
+  if (path.empty()) {
+    std::string token = param_string("DTRAIN_RDZV_TOKEN");
+    check_token_strength(token, "DTRAIN_RDZV_TOKEN");
+    return token;
+  }
+  std::string token = read_token_file(std::string(path));
+  check_token_strength(token, fmt::format("token file {}", path));
+  return token;
 }
 
 }  // namespace dtrain::rdzv::auth

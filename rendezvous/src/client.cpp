@@ -175,6 +175,7 @@ void TcpStore::send_frame(const Frame& f, Clock::time_point deadline) {
                                   wire::op_name(f.op)));
       continue;
     }
+    peer_closed_ = errno == EPIPE || errno == ECONNRESET;
     throw IoError(fmt::format("rendezvous {}: send failed: {}", endpoint(), errno_text(errno)));
   }
 }
@@ -191,9 +192,11 @@ Frame TcpStore::recv_frame(Clock::time_point deadline) {
     if (!wait_ready(POLLIN, deadline))
       throw IoError(fmt::format("rendezvous {}: no reply within the deadline (server stalled?)", endpoint()));
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK))
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) {
+      peer_closed_ = n == 0 || errno == ECONNRESET;
       throw IoError(fmt::format("rendezvous {}: the server closed the connection{}", endpoint(),
                                 n < 0 ? ": " + errno_text(errno) : std::string()));
+    }
     if (n < 0) continue;
     try {
       decoder_.feed(buf, std::size_t(n));
@@ -239,10 +242,8 @@ void TcpStore::handshake() {
   if (ch.op != Op::challenge)
     throw IoError(fmt::format("rendezvous {}: expected a challenge, got {}", endpoint(), wire::op_name(ch.op)));
   try {
-    ByteView snonce = ch.bytes_at(0);
-    ByteView sproof = ch.bytes_at(1);
-    bool required = ch.i64_at(2) != 0;
-    bool server_ok = true;
+    Bytes snonce(ch.bytes_at(0).begin(), ch.bytes_at(0).end());
+    bool required = ch.i64_at(1) != 0;
     Bytes cproof;
     if (!opts_.token.empty()) {
       if (!required)
@@ -250,80 +251,96 @@ void TcpStore::handshake() {
             "rendezvous {} does not use a token but we were given one; refusing to trust it (start the server "
             "with the same --token-file, or drop the token for a loopback-only standalone store)",
             endpoint()));
-      Bytes expect = auth::proof(opts_.token, "server", cnonce, snonce, opts_.run_id, opts_.generation);
-      server_ok = auth::constant_time_equal(expect, sproof);
       cproof = auth::proof(opts_.token, "client", snonce, cnonce, opts_.run_id, opts_.generation);
     }
+    // We prove first; the server answers with its proof only once it has checked ours.
     send_frame(Frame(Op::auth).bytes(cproof), deadline);
     Frame w = recv_frame(deadline);
     if (w.op == Op::error) throw_error_reply(w, fmt::format("rendezvous {} refused us", endpoint()));
     if (w.op != Op::welcome)
       throw IoError(fmt::format("rendezvous {}: expected welcome, got {}", endpoint(), wire::op_name(w.op)));
-    if (!server_ok)
-      throw AuthError(fmt::format("rendezvous {} could not prove the shared token (token mismatch); refusing it",
-                                  endpoint()));
+    if (!opts_.token.empty()) {
+      Bytes expect = auth::proof(opts_.token, "server", cnonce, snonce, opts_.run_id, opts_.generation);
+      if (!auth::constant_time_equal(expect, w.bytes_at(1)))
+        throw AuthError(fmt::format("rendezvous {} could not prove the shared token (token mismatch); refusing it",
+                                    endpoint()));
+    }
   } catch (const wire::ProtocolError& e) {
     throw IoError(fmt::format("rendezvous {}: bad handshake: {}", endpoint(), e.what()));
   }
 }
 
+// One TCP connection attempt per address of the host; false (and why in last_error) when none connects.
+bool TcpStore::open_socket(Clock::time_point deadline, std::string& last_error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(opts_.port);
+  int g = ::getaddrinfo(opts_.host.c_str(), port.c_str(), &hints, &res);
+  if (g != 0) {
+    last_error = fmt::format("cannot resolve host '{}': {}", opts_.host, ::gai_strerror(g));
+    return false;
+  }
+  for (addrinfo* ai = res; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
+    fd_ = try_connect(ai, deadline, cancel_fd_);
+    if (fd_ >= 0) break;
+    if (errno == ECANCELED) {
+      ::freeaddrinfo(res);
+      throw Cancelled(fmt::format("rendezvous {}: connect cancelled", endpoint()));
+    }
+    last_error = errno_text(errno);
+  }
+  ::freeaddrinfo(res);
+  if (fd_ < 0) return false;
+  int one = 1;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
+    local_addr_ = sockaddr_text(reinterpret_cast<sockaddr*>(&ss));
+  return true;
+}
+
+// Retries, until connect_timeout, a refused connection (node 0 may still be starting its server)
+// and one the server closed before the handshake finished (it sheds unauthenticated connections
+// when flooded); a refusal of our token or run id, or a peer that does not speak the protocol,
+// fails at once.
 std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
   if (opts.host.empty() || opts.port <= 0 || opts.port > 65535)
     throw ConfigError(fmt::format("rendezvous address '{}:{}' is not HOST:PORT", opts.host, opts.port));
-  std::unique_ptr<TcpStore> s(new TcpStore(opts));
-  s->cancel_fd_ = opts.cancel ? opts.cancel->fd() : -1;
-  auto cancelled = [&] { return Cancelled(fmt::format("rendezvous {}: connect cancelled", s->endpoint())); };
   auto deadline = Clock::now() + opts.connect_timeout;
   milliseconds backoff{50};
   std::string last_error;
+  const int cancel_fd = opts.cancel ? opts.cancel->fd() : -1;
   for (;;) {
+    std::unique_ptr<TcpStore> s(new TcpStore(opts));
+    s->cancel_fd_ = cancel_fd;
+    auto cancelled = [&] { return Cancelled(fmt::format("rendezvous {}: connect cancelled", s->endpoint())); };
     if (opts.cancel && opts.cancel->raised()) throw cancelled();
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    std::string port = std::to_string(opts.port);
-    int g = ::getaddrinfo(opts.host.c_str(), port.c_str(), &hints, &res);
-    if (g != 0) {
-      last_error = fmt::format("cannot resolve host '{}': {}", opts.host, ::gai_strerror(g));
-    } else {
-      for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-        int fd = try_connect(ai, deadline, s->cancel_fd_);
-        if (fd >= 0) {
-          s->fd_ = fd;
-          break;
-        }
-        if (errno == ECANCELED) {
-          ::freeaddrinfo(res);
-          throw cancelled();
-        }
-        last_error = errno_text(errno);
+    if (s->open_socket(deadline, last_error)) {
+      try {
+        s->handshake();
+        s->cancel_fd_ = -1;  // connected: from here on TcpStore::close() breaks a blocked call
+        DTRAIN_DEBUG(rdzv, "connected to rendezvous {} as '{}' (run '{}', generation {}, local address {})",
+                     s->endpoint(), opts.client_name, opts.run_id, opts.generation, s->local_addr_);
+        return s;
+      } catch (const IoError& e) {
+        if (!s->peer_closed_) throw;
+        last_error = fmt::format("the server closed the connection during the handshake ({})", e.what());
       }
-      ::freeaddrinfo(res);
     }
-    if (s->fd_ >= 0) break;
     if (Clock::now() + backoff >= deadline)
       throw IoError(fmt::format("cannot reach the rendezvous at {} within {} ms: {}; is the store (node 0's agent or "
                                 "`dtrain rendezvous serve`) running there?",
                                 s->endpoint(), opts.connect_timeout.count(), last_error));
-    if (s->cancel_fd_ >= 0) {
-      if (poll_until(s->cancel_fd_, POLLIN, -1, Clock::now() + backoff) != 0) throw cancelled();
+    if (cancel_fd >= 0) {
+      if (poll_until(cancel_fd, POLLIN, -1, Clock::now() + backoff) != 0) throw cancelled();
     } else {
       std::this_thread::sleep_for(backoff);
     }
     backoff = std::min(backoff * 2, milliseconds(1000));
   }
-  int one = 1;
-  ::setsockopt(s->fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getsockname(s->fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
-    s->local_addr_ = sockaddr_text(reinterpret_cast<sockaddr*>(&ss));
-  s->handshake();
-  s->cancel_fd_ = -1;  // connected: from here on TcpStore::close() breaks a blocked call
-  DTRAIN_DEBUG(rdzv, "connected to rendezvous {} as '{}' (run '{}', generation {}, local address {})", s->endpoint(),
-               opts.client_name, opts.run_id, opts.generation, s->local_addr_);
-  return s;
 }
 
 void TcpStore::set(std::string_view key, ByteView value) {

@@ -8,13 +8,16 @@
 
 #include <uv.h>
 
+#include <algorithm>
 #include <future>
 #include <thread>
 
 #include "dtrain/common/net.hpp"
+#include "dtrain/common/system.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/uv_handle.hpp"
+#include "dtrain/rendezvous/auth.hpp"
 #include "server/handlers.hpp"
 #include "server/hub.hpp"
 #include "server/listener.hpp"
@@ -30,8 +33,7 @@ namespace {
 constexpr milliseconds kTick{100};
 constexpr milliseconds kStopGrace{2000};
 
-static_assert(ServerOptions{}.max_keys_per_run == KvLimits{}.max_keys &&
-                  ServerOptions{}.max_bytes_per_run == KvLimits{}.max_bytes,
+static_assert(kDefaultKeysPerRun == KvLimits{}.max_keys && kDefaultBytesPerRun == KvLimits{}.max_bytes,
               "the in-memory store's budget is the server's default");
 
 std::string uv_text(int rc) { return uv_strerror(rc); }
@@ -55,6 +57,7 @@ struct Server::Impl {
 
   void on_tick() {
     auto now = Clock::now();
+    if (auto text = hub.drops.summary(now)) DTRAIN_WARN(rdzv, "rendezvous: {}", *text);
     hub.scopes.for_each([&](Scope& s) {
       srv::send_join_progress(s, now);
       srv::check_heartbeats(s, now);
@@ -117,6 +120,11 @@ struct Server::Impl {
   }
 
   void setup() {
+    // Every connection is a file descriptor: stay below the open-files limit (a quarter of it, at
+    // least 64, left for everything else this process holds), so accept() never fails for want of one.
+    long files = sys::raise_fd_limit();
+    long room = std::max(16L, files - std::max(64L, files / 4));
+    hub.max_conns = std::min<std::size_t>(opts.max_connections, std::size_t(room));
     bound_port = srv::listen_on(hub, listener);
     int rc = async.init([&](uv_async_t* a) {
       return uv_async_init(&loop, a, [](uv_async_t* h) noexcept { static_cast<Impl*>(h->data)->begin_stop(); });
@@ -132,8 +140,9 @@ struct Server::Impl {
         DTRAIN_WARN(rdzv, "rendezvous: tick: {}", e.what());
       }
     }, std::uint64_t(kTick.count()), std::uint64_t(kTick.count()));
-    DTRAIN_INFO(rdzv, "rendezvous: listening on {}:{}{}", opts.host, bound_port,
-                opts.token.empty() ? " (no token)" : " (token required)");
+    DTRAIN_INFO(rdzv, "rendezvous: listening on {}:{}{}, at most {} connections ({} in the handshake)", opts.host,
+                bound_port, opts.token.empty() ? " (no token)" : " (token required)", hub.max_conns,
+                std::min(hub.max_conns, opts.max_pending));
   }
 
   void teardown() {
@@ -162,6 +171,7 @@ void Server::start() {
         "refusing to serve the rendezvous on {} without a token: give a token file (--token-file or "
         "rendezvous.token_file), or --insecure on a trusted network; without a token only loopback addresses are allowed",
         o.host));
+  auth::check_token_strength(o.token, "rendezvous token");
   std::promise<void> ready;
   auto fut = ready.get_future();
   impl_->thread = std::thread([this, &ready] { impl_->run(ready); });

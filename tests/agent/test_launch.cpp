@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -25,8 +27,15 @@ struct Launch {
   std::string out, err;
 };
 
+// How the launcher process is started: under an open-files limit, as user nobody (when we are root).
+struct StartAs {
+  long nofile = 0;
+  bool nobody = false;
+};
+
 // Starts `dtrain ARGS...` with stdout/stderr in files of t; cwd is t.
-pid_t start(const TempDir& t, const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {}) {
+pid_t start(const TempDir& t, const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {},
+            StartAs as = {}) {
   std::vector<std::string> env_strings = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "DTRAIN_TEST_GPUS=0",
                                           "LC_ALL=C"};
   for (const auto& [k, v] : extra_env) env_strings.push_back(k + "=" + v);
@@ -47,13 +56,19 @@ pid_t start(const TempDir& t, const std::vector<std::string>& args, const std::m
   ::dup2(e, 2);
   ::dup2(n, 0);
   if (::chdir(t.path.c_str()) != 0) _exit(126);
+  if (as.nofile > 0) {
+    rlimit r{rlim_t(as.nofile), rlim_t(as.nofile)};
+    if (::setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(125);
+  }
+  if (as.nobody && ::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) _exit(125);
   ::execve(argv[0], argv.data(), envp.data());
   _exit(127);
 }
 
-Launch launch(const TempDir& t, const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+Launch launch(const TempDir& t, const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+              StartAs as = {}) {
   Launch l;
-  l.pid = start(t, args, env);
+  l.pid = start(t, args, env, as);
   l.rc = wait_child(l.pid, 120);
   if (l.rc < 0) ::kill(l.pid, SIGKILL), wait_child(l.pid, 10);
   l.out = slurp(t.path / "launch.out");
@@ -174,5 +189,135 @@ TEST_SUITE("agent::launch") {
     CHECK(wait_child(pid, 60) == 143);
     CHECK(fs::exists(t.path / "bye.0"));
     CHECK(fs::exists(t.path / "bye.1"));
+  }
+
+  TEST_CASE("a worker's child that calls setsid and ignores SIGTERM does not outlive the launcher") {
+    // It leaves the worker's process group, so signals to the group miss it; the agent adopts it
+    // (subreaper) once the worker is gone, and the guardian finds it through its parent links.
+    std::string escape = "setsid sh -c 'trap \"\" TERM; touch esc.$RANK; exec sleep 300' & touch up.$RANK; exec sleep 301";
+    // Two workers, each with an escaped child, then `sig` to the launcher; returns the marker.
+    auto signalled = [&](const TempDir& t, int sig, int expect) {
+      std::string marker = unique_marker();
+      auto j = job(t, escape, 2, fmt::format(R"(, "env": {{"M": "{}"}}, "grace_s": 1)", marker));
+      pid_t pid = start(t, {"launch", j});
+      REQUIRE(wait_until([&] { return all_files(t, "up.", 2) && all_files(t, "esc.", 2); }, 60));
+      CHECK(wait_until([&] { return procs_with_env(marker).size() == 4; }, 30));
+      ::kill(pid, sig);
+      CHECK(wait_child(pid, 60) == expect);
+      return marker;
+    };
+    SUBCASE("SIGTERM to the launcher") {
+      TempDir t;
+      auto marker = signalled(t, SIGTERM, 143);
+      CHECK(procs_with_env(marker).empty());  // gone by the time the launcher exits
+    }
+    SUBCASE("SIGKILL to the launcher") {
+      TempDir t;
+      auto marker = signalled(t, SIGKILL, 128 + SIGKILL);
+      CHECK(wait_until([&] { return procs_with_env(marker).empty(); }, 30));  // the guardian's work
+    }
+    SUBCASE("the job succeeds while the escaped child still runs") {
+      TempDir t;
+      std::string marker = unique_marker();
+      auto j = job(t, "setsid sh -c 'trap \"\" TERM; exec sleep 300' & sleep 0.2", 2, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
+      auto l = launch(t, {"launch", j});
+      CHECK(l.rc == 0);
+      CHECK(procs_with_env(marker).empty());
+    }
+  }
+
+  TEST_CASE("a helper a worker daemonizes is left alone while the job runs") {
+    TempDir t;
+    // the helper leaves the group at once; the worker needs its file a second later
+    auto j = job(t, "setsid sh -c 'sleep 1; touch helper.$RANK' & sleep 3; test -e helper.$RANK", 2);
+    auto l = launch(t, {"launch", j});
+    CHECK(l.rc == 0);
+    CHECK(all_files(t, "helper.", 2));
+  }
+
+  TEST_CASE("binary garbage and endless lines on stdout cannot break the agent") {
+    TempDir t;
+    auto j = job(t, "head -c 2000000 /dev/urandom; echo; head -c 200000 /dev/zero | tr '\\000' x; echo; echo \"done $RANK\"", 2);
+    auto l = launch(t, {"launch", j, "--log-dir", "logs"});
+    CHECK(l.rc == 0);
+    CHECK(l.out.find("[0/0] done 0\n") != std::string::npos);
+    CHECK(l.out.find("[0/1] done 1\n") != std::string::npos);
+    // 200,000 bytes without a newline: three marked pieces of 64 KiB, then the rest
+    std::string mark = " [dtrain: line over 65536 bytes, cut here; it goes on in the next line]";
+    std::string rank0;  // rank 0's lines in order (rank 1's may come between them)
+    for (const auto& line : lines_of(l.out))
+      if (line.rfind("[0/0] ", 0) == 0) rank0 += line + "\n";
+    std::string piece = "[0/0] " + std::string(65536, 'x') + mark + "\n";
+    CHECK(rank0.find(piece + piece + piece + "[0/0] " + std::string(200000 - 3 * 65536, 'x') + "\n") != std::string::npos);
+    std::size_t longest = 0;
+    for (const auto& line : lines_of(l.out)) longest = std::max(longest, line.size());
+    CHECK(longest <= 65536 + mark.size() + 8);
+    // the log files keep every byte as written
+    std::vector<fs::path> runs;
+    for (const auto& e : fs::directory_iterator(t.path / "logs")) runs.push_back(e.path());
+    REQUIRE(runs.size() == 1);
+    CHECK(fs::file_size(runs[0] / "attempt-0" / "rank-0.out") == 2000000 + 1 + 200000 + 1 + 7);
+  }
+
+  TEST_CASE("resource errors: a clear message, status 71, nothing left running") {
+    SUBCASE("too many open files") {
+      TempDir t;
+      std::string marker = unique_marker();
+      auto j = job(t, "touch \"up.$RANK\"; exec sleep 300", 16, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
+      // enough for the agent to start, not for 16 workers' pipes
+      auto l = launch(t, {"launch", j}, {}, StartAs{40});
+      INFO(l.err);
+      CHECK(l.rc == 71);
+      CHECK(l.err.find("Too many open files") != std::string::npos);
+      CHECK(l.err.find("ulimit -n") != std::string::npos);
+      CHECK(procs_with_env(marker).empty());
+    }
+    SUBCASE("an unreadable job spec") {
+      TempDir t;
+      auto j = job(t, "true", 1);
+      ::chmod(j.c_str(), 0);
+      ::chmod(t.path.c_str(), 0755);
+      auto l = launch(t, {"launch", j}, {}, StartAs{0, true});
+      INFO(l.err);
+      CHECK(l.rc == 2);
+      CHECK(l.err.find("cannot open: Permission denied") != std::string::npos);
+    }
+    SUBCASE("the log folder's disk is full") {
+      TempDir t;
+      fs::create_directories(t.path / "small");
+      std::string marker = unique_marker();
+      auto j = job(t, "touch \"started.$RANK\"", 2, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
+      // A small tmpfs, filled up, in a mount namespace of its own (root or an unprivileged user
+      // namespace); skipped with the reason where neither is allowed.
+      std::string script = "mount -t tmpfs -o size=64k tmpfs small 2>/dev/null || "
+                           "{ echo 'cannot mount a tmpfs here' >&2; exit 99; }; "
+                           "dd if=/dev/zero of=small/fill bs=4k 2>/dev/null; exec \"$0\" \"$@\"";
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        int o = ::open((t.path / "launch.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ::dup2(o, 2);
+        ::dup2(o, 1);
+        if (::chdir(t.path.c_str()) != 0) _exit(126);
+        std::vector<std::string> a = {"unshare", "-rm", "sh", "-c", script, DTRAIN_BIN, "launch", j, "--log-dir", "small/logs"};
+        if (::geteuid() == 0) a = {"unshare", "-m", "sh", "-c", script, DTRAIN_BIN, "launch", j, "--log-dir", "small/logs"};
+        std::vector<char*> argv;
+        for (auto& s : a) argv.push_back(s.data());
+        argv.push_back(nullptr);
+        ::execvp("unshare", argv.data());
+        _exit(98);
+      }
+      int rc = wait_child(pid, 60);
+      std::string err = slurp(t.path / "launch.err");
+      INFO(err);
+      if (rc == 98 || rc == 99 || err.find("unshare:") != std::string::npos) {
+        MESSAGE("skipped: cannot make a small tmpfs here (" << (rc == 98 ? "no unshare" : err) << ")");
+        return;
+      }
+      CHECK(rc == 71);
+      CHECK(err.find("No space left on device") != std::string::npos);
+      CHECK(err.find("free space there or choose another directory") != std::string::npos);
+      CHECK_FALSE(fs::exists(t.path / "started.0"));  // nothing started
+      CHECK(procs_with_env(marker).empty());
+    }
   }
 }

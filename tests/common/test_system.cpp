@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include "dtrain/common/system.hpp"
 
@@ -16,5 +17,20 @@ TEST_SUITE("common::system") {
     REQUIRE(::sched_setaffinity(0, sizeof one, &one) == 0);
     CHECK(dtrain::sys::usable_cpus() == 1);
     REQUIRE(::sched_setaffinity(0, sizeof saved, &saved) == 0);
+  }
+
+  TEST_CASE("raise_fd_limit lifts the soft open-files limit to the hard one") {
+    rlimit saved{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    if (saved.rlim_max < 256) return;  // nothing to lower and raise here
+    rlimit low = saved;
+    low.rlim_cur = 128;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+    long now = dtrain::sys::raise_fd_limit();
+    rlimit after{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &after) == 0);
+    CHECK(after.rlim_cur == saved.rlim_max);
+    CHECK(now > 128);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
   }
 }

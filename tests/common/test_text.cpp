@@ -23,6 +23,14 @@ TEST_SUITE("common::text") {
     CHECK(text::fnv1a("foobar") == 0x85944171f73967e8ull);
   }
 
+  TEST_CASE("printable escapes control characters and cuts at the limit") {
+    CHECK(text::printable("agent n1") == "agent n1");
+    CHECK(text::printable("a\nFAKE: line\x1b[31mred") == "a\\x0aFAKE: line\\x1b[31mred");
+    CHECK(text::printable(std::string("\0\x7f", 2)) == "\\x00\\x7f");
+    CHECK(text::printable("h\xc3\xa9") == "h\xc3\xa9");  // UTF-8 kept
+    CHECK(text::printable("abcdef", 3) == "abc...");
+  }
+
   TEST_CASE("split and join round-trip") {
     auto parts = text::split("a,b,,c", ',');
     REQUIRE(parts.size() == 4);

@@ -91,6 +91,15 @@ TEST_SUITE("config::plan") {
               .find("/rendezvous/endpoint: unset, but the job has 3 nodes") != std::string::npos);
   }
 
+  TEST_CASE("a dataset smaller than one global batch is refused, not planned as one partial batch") {
+    CHECK(failure(R"({"command": ["a"], "cluster": {"procs_per_instance": 3}, "batch": {"per_replica": 32, "dataset_size": 95}})")
+              .find("/batch/dataset_size: 95 is smaller than the global batch 96 (world size 3 x per_replica 32)") !=
+          std::string::npos);
+    Plan p = plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 3}, "batch": {"per_replica": 32, "dataset_size": 96}})");
+    REQUIRE(p.batch);
+    CHECK(p.batch->iterations_per_epoch == 1);
+  }
+
   TEST_CASE("workers per node: spec, flags, SageMaker GPUs, visible GPUs, CPU cores") {
     CHECK(plan_of(R"({"command": ["a"]})").procs_per_instance == 3);
     CHECK(plan_of(R"({"command": ["a"]})").slots_source == "cpu cores");

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -106,6 +108,62 @@ TEST_SUITE("config::spec") {
     ps = problems_of(R"({"command": ["a"], "x": [1, {"k": 1, "k": 2}]})");
     INFO(dump(ps));
     CHECK(has_problem(ps, "/x/1/k", "duplicate key"));
+  }
+
+  TEST_CASE("hostile documents: deep nesting, many keys, huge numbers get a clear problem, fast") {
+    SUBCASE("100,000 levels deep is refused before parsing (it crashed the error printer)") {
+      std::string deep = "{\"command\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+      auto ps = problems_of(deep);
+      REQUIRE(ps.size() == 1);
+      CHECK(ps[0].message == "invalid JSON at line 1: arrays and objects nest deeper than 64 levels; a job spec needs only a "
+                             "few (see dtrain-job(5))");
+      // brackets inside strings do not count; 64 levels are fine as JSON
+      CHECK(problems_of(R"({"command": ["[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["]})").empty());
+      std::string ok = "{\"command\": [\"a\"], \"env\": {\"X\": " + std::string(62, '[') + std::string(62, ']') + "}}";
+      CHECK(has_problem(problems_of(ok), "/env/X", "is not a string"));
+    }
+    SUBCASE("a value of --set nested too deep stays a string") {
+      Overrides o;
+      o.sets = {"/name=" + std::string(100000, '[')};
+      CHECK(has_problem(problems_of(R"({"command": ["a"]})", o), "/name", "is not a valid job name"));
+    }
+    SUBCASE("40,000 keys: linear duplicate check, 50 problems shown") {
+      // Time grows with the key count, not its square (5,000 -> 40,000 keys: about 8x, not 64x);
+      // the best of three runs each, so a busy machine does not decide.
+      auto seconds_for = [](int keys) {
+        std::string many = R"({"command": ["a"], "env": {)";
+        for (int i = 0; i < keys; ++i) many += (i ? "," : "") + std::string("\"K") + std::to_string(i) + "\": \"1\"";
+        many += "}}";
+        double best = 1e9;
+        for (int run = 0; run < 3; ++run) {
+          auto t0 = std::chrono::steady_clock::now();
+          JobSpec s = load_spec_text(many, {});
+          best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          CHECK(s.env.size() == std::size_t(keys));
+        }
+        return best;
+      };
+      double small = seconds_for(5000), big = seconds_for(40000);
+      CHECK_MESSAGE(big < 20 * small + 0.05, "5,000 keys: " << small << " s, 40,000 keys: " << big << " s");
+      std::string dup = R"({"command": ["a"], "env": {"A": "1")";
+      for (int i = 0; i < 40000; ++i) dup += R"(, "A": "1")";
+      dup += "}}";
+      try {
+        (void)load_spec_text(dup, {}, "job.json");
+        FAIL("duplicates accepted");
+      } catch (const SpecError& e) {
+        CHECK(e.problems().size() == 40000);
+        std::string what = e.what();
+        CHECK(what.find("job.json: 40000 problems:") == 0);
+        CHECK(what.find("\n  ... and 39950 more") != std::string::npos);
+        CHECK(std::count(what.begin(), what.end(), '\n') == 51);
+      }
+    }
+    SUBCASE("numbers past a double: a JSON problem, not library text") {
+      auto ps = problems_of(R"({"command": ["a"], "grace_s": 1e400})");
+      REQUIRE(ps.size() == 1);
+      CHECK(ps[0].message == "invalid JSON: number overflow parsing '1e400' (numbers must fit a 64-bit float)");
+    }
   }
 
   TEST_CASE("--set edits the document before validation") {

@@ -366,7 +366,7 @@ TEST_CASE("SIGTERM to node 0's agent: it exits 143, the other node loses the ren
 
 TEST_CASE("a wrong token is refused with 77; the job waits for the right node") {
   Job j(2, 1, "exit 0");
-  agent_test::write_file(j.t / "bad", "not-the-token\n");
+  agent_test::write_file(j.t / "bad", "not-the-token-0123456789abcdef\n");
   fs::permissions(j.t / "bad", fs::perms(0600));
   Node n0 = j.node(0);
   Node bad = start(j.t, "bad", j.args(1, {"--token-file", j.t / "bad"}));

@@ -130,11 +130,11 @@ TEST_SUITE("rendezvous::client") {
 
   TEST_CASE("authentication") {
     ServerOptions o;
-    o.token = "s3cret-token";
+    o.token = "s3cret-token-0123456789abcdef";
     o.run_id = "job42";
     TestServer srv(o);
     SUBCASE("the right token and run id") {
-      auto s = srv.connect("job42", 0, "s3cret-token");
+      auto s = srv.connect("job42", 0, "s3cret-token-0123456789abcdef");
       s->set("a", as_bytes("b"));
       CHECK(to_string(s->get("a", 1s)) == "b");
     }
@@ -145,11 +145,11 @@ TEST_SUITE("rendezvous::client") {
       CHECK_THROWS_WITH_AS(srv.connect("job42", 0, ""), doctest::Contains("requires the shared token"), AuthError);
     }
     SUBCASE("a wrong run id") {
-      CHECK_THROWS_WITH_AS(srv.connect("job43", 0, "s3cret-token"), doctest::Contains("wrong run id"), AuthError);
+      CHECK_THROWS_WITH_AS(srv.connect("job43", 0, "s3cret-token-0123456789abcdef"), doctest::Contains("wrong run id"), AuthError);
     }
     SUBCASE("a server that cannot prove the token is not trusted") {
       TestServer plain;  // no token
-      CHECK_THROWS_WITH_AS(plain.connect("job42", 0, "s3cret-token"), doctest::Contains("does not use a token"),
+      CHECK_THROWS_WITH_AS(plain.connect("job42", 0, "s3cret-token-0123456789abcdef"), doctest::Contains("does not use a token"),
                            AuthError);
     }
   }
@@ -229,6 +229,61 @@ TEST_SUITE("rendezvous::client") {
       cancel->raise();
       s->set("k", as_bytes("v"));
       CHECK(to_string(s->get("k", 1s)) == "v");
+    }
+  }
+
+  TEST_CASE("a connection the server closes during the handshake is made again; a stranger's reply is not") {
+    // A listener that takes the first connection, reads its hello and closes it (what a flooded
+    // server does to connections in the handshake), then makes way for a real server on its port.
+    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+    REQUIRE(::listen(lfd, 8) == 0);
+    int port = ntohs(a.sin_port);
+    SUBCASE("cut off, then a real server") {
+      std::unique_ptr<TestServer> real;
+      std::thread cutter([&] {
+        int c = ::accept(lfd, nullptr, nullptr);
+        char buf[256];
+        (void)::recv(c, buf, sizeof buf, 0);
+        ::close(c);
+        ::close(lfd);
+        ServerOptions o;
+        o.port = port;
+        real = std::make_unique<TestServer>(o);
+      });
+      ClientOptions c;
+      c.host = "127.0.0.1";
+      c.port = port;
+      c.run_id = "r";
+      c.connect_timeout = 10s;
+      auto s = connect_store(c);
+      cutter.join();
+      s->set("k", as_bytes("v"));
+      CHECK(to_string(s->get("k", 1s)) == "v");
+    }
+    SUBCASE("a peer that does not speak the protocol fails at once") {
+      std::thread stranger([&] {
+        int c = ::accept(lfd, nullptr, nullptr);
+        const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+        (void)::send(c, reply, sizeof reply - 1, MSG_NOSIGNAL);
+        ::close(c);
+      });
+      ClientOptions c;
+      c.host = "127.0.0.1";
+      c.port = port;
+      c.connect_timeout = 30s;
+      auto t0 = std::chrono::steady_clock::now();
+      CHECK_THROWS_WITH_AS(connect_store(c), doctest::Contains("bad reply"), IoError);
+      CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+      stranger.join();
+      ::close(lfd);
     }
   }
 }

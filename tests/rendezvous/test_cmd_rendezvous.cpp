@@ -15,73 +15,13 @@
 
 #include "dtrain/rendezvous/node_session.hpp"
 #include "helpers.hpp"
+#include "serve_process.hpp"
 
 using namespace rt;
 using namespace dtrain::rdzv;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct Cmd {
-  int status = -1;
-  std::string out;
-};
-
-// Runs DTRAIN_BIN with args (shell-quoted by the caller), stdout+stderr captured.
-Cmd run_dtrain(const std::string& args) {
-  Cmd c;
-  std::string line = std::string(DTRAIN_BIN) + " " + args + " 2>&1";
-  FILE* p = ::popen(line.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) c.out.append(buf, n);
-  int st = ::pclose(p);
-  c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return c;
-}
-
-// `dtrain rendezvous serve` in the background; reads the "serving on" line for the port.
-struct ServeProcess {
-  pid_t pid = -1;
-  int out_fd = -1;
-  int port = 0;
-  std::string first_line;
-  explicit ServeProcess(std::vector<std::string> args) {
-    int p[2];
-    REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
-    pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::dup2(p[1], 1);
-      std::vector<char*> argv;
-      std::string bin = DTRAIN_BIN;
-      argv.push_back(bin.data());
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
-    ::close(p[1]);
-    out_fd = p[0];
-    char ch;
-    while (::read(out_fd, &ch, 1) == 1 && ch != '\n') first_line += ch;
-    auto colon = first_line.rfind(':');
-    auto space = first_line.find(' ', colon);
-    if (colon != std::string::npos) port = std::atoi(first_line.substr(colon + 1, space - colon - 1).c_str());
-  }
-  int stop(int sig = SIGTERM) {
-    ::kill(pid, sig);
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    pid = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  }
-  ~ServeProcess() {
-    if (pid > 0) stop(SIGKILL);
-    if (out_fd >= 0) ::close(out_fd);
-  }
-};
 
 fs::path write_token(const std::string& name, const std::string& token) {
   fs::path dir = fs::temp_directory_path() / ("dtrain-rdzv-cmd-" + std::to_string(::getpid()));
@@ -96,8 +36,8 @@ fs::path write_token(const std::string& name, const std::string& token) {
 
 TEST_SUITE("rendezvous::cmd_rendezvous") {
   TEST_CASE("serve with a token; status shows the joined nodes; wrong token exits 77; SIGTERM exits 0") {
-    auto tok = write_token("token", "cmd-test-token");
-    auto bad = write_token("bad", "not-the-token");
+    auto tok = write_token("token", "cmd-test-token-0123456789abcdef");
+    auto bad = write_token("bad", "not-the-token-0123456789abcdef");
     ServeProcess serve({"rendezvous", "serve", "--listen", "127.0.0.1:0", "--token-file", tok.string()});
     INFO(serve.first_line);
     REQUIRE(serve.port > 0);
@@ -108,7 +48,7 @@ TEST_SUITE("rendezvous::cmd_rendezvous") {
       NodeSessionOptions o;
       o.store.host = "127.0.0.1";
       o.store.port = serve.port;
-      o.store.token = "cmd-test-token";
+      o.store.token = "cmd-test-token-0123456789abcdef";
       o.store.run_id = "cmdjob";
       o.host = "host" + std::to_string(i);
       o.node_rank = i;
@@ -168,6 +108,26 @@ TEST_SUITE("rendezvous::cmd_rendezvous") {
     CHECK(e.out.find("/nonexistent/token") != std::string::npos);
     auto bad = run_dtrain("status --rdzv nonsense");
     CHECK(bad.status == 2);
+    auto weak = write_token("weak", "secret1");
+    auto w = run_dtrain("rendezvous serve --listen 127.0.0.1:0 --token-file " + weak.string());
+    CHECK(w.status == 2);
+    CHECK(w.out.find("too weak") != std::string::npos);
+    CHECK(w.out.find("dtrain token --output FILE") != std::string::npos);
+    auto ws = run_dtrain("status --rdzv 127.0.0.1:1 --token-file " + weak.string());
+    CHECK(ws.status == 2);
+    std::error_code ec;
+    fs::remove_all(weak.parent_path(), ec);
+  }
+
+  TEST_CASE("a port in use is a resource error (71) that names the port, nothing left running") {
+    ServeProcess first({"rendezvous", "serve", "--listen", "127.0.0.1:0"});
+    REQUIRE(first.port > 0);
+    auto r = run_dtrain("rendezvous serve --listen 127.0.0.1:" + std::to_string(first.port));
+    INFO(r.out);
+    CHECK(r.status == 71);
+    CHECK(r.out.find("cannot listen on 127.0.0.1:" + std::to_string(first.port)) != std::string::npos);
+    CHECK(r.out.find("another process uses that port") != std::string::npos);
+    CHECK(first.stop(SIGTERM) == 0);
   }
 
   TEST_CASE("a tokenless loopback server and SIGINT") {

@@ -425,4 +425,28 @@ TEST_SUITE("rendezvous::node_session") {
     for (auto& x : s) done.push_back(std::async(std::launch::async, [&x] { return x->finish(20s); }));
     for (auto& f : done) CHECK_FALSE(f.get().has_value());
   }
+
+  TEST_CASE("a long-lived server forgets a finished run: the same job can run again") {
+    TestServer srv;
+    for (int round = 0; round < 3; ++round) {
+      CAPTURE(round);
+      std::vector<std::unique_ptr<NodeSession>> sessions;
+      for (int r = 0; r < 2; ++r) sessions.push_back(std::make_unique<NodeSession>(node_opts(srv, 2, r, "n" + std::to_string(r))));
+      auto results = join_all(sessions);  // the third round was refused as "one too many" before
+      CHECK(results[1].self.world_size == 4);
+      CHECK(list_runs(srv.client("", 0)) == std::vector<std::string>{"job"});
+      std::vector<std::future<void>> done;
+      for (auto& s : sessions) done.push_back(std::async(std::launch::async, [&s] { s->finish(10s); }));
+      for (auto& d : done) d.get();
+      sessions.clear();
+      // the run is gone once its last connection closed (the server notices within a moment)
+      std::vector<std::string> runs;
+      for (int i = 0; i < 100; ++i) {
+        runs = list_runs(srv.client("", 0));
+        if (runs.empty()) break;
+        std::this_thread::sleep_for(20ms);
+      }
+      CHECK(runs.empty());
+    }
+  }
 }

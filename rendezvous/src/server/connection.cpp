@@ -97,17 +97,38 @@ void on_read(Conn& c, ssize_t n, const uv_buf_t* buf) noexcept {
       return;
     }
     if (n == 0) return;
-    if (c.park != Park::none && c.dec.buffered() + std::size_t(n) > wire::kMaxFrame + wire::kHeaderBytes) {
-      drop(c, "kept sending while a blocking request was pending (over the frame limit buffered)");
-      return;
-    }
-    c.dec.feed(reinterpret_cast<const std::uint8_t*>(buf->base), std::size_t(n));
-    pump(c);
-    drain_pumps(*c.hub);
+    receive(c, reinterpret_cast<const std::uint8_t*>(buf->base), std::size_t(n));
   } catch (const wire::ProtocolError& e) {
     drop(c, e.what());
   } catch (const std::exception& e) {
     drop(c, fmt::format("internal error while serving it: {}", e.what()));
+  }
+}
+
+// The connection in the handshake to drop first: the oldest, other than the newcomer, that has not
+// sent a whole hello yet (a client answering the challenge is one round trip from done), else the
+// oldest of all. So silent connections never push out a client that is proving itself, and a
+// newcomer always gets its turn.
+Conn& eviction_victim(Hub& hub, const Conn& newest) {
+  for (Conn* c : hub.pending)
+    if (c != &newest && c->hs.stage() == Handshake::Stage::hello) return *c;
+  return *hub.pending.front();
+}
+
+// Past the caps, a connection still in the handshake makes room (see accept_conn).
+void shed_load(Hub& hub, Conn& newest) {
+  while (!hub.pending.empty() && (hub.conns.size() > hub.max_conns || hub.pending.size() > hub.opts.max_pending)) {
+    Conn& victim = eviction_victim(hub, newest);
+    if (hub.conns.size() > hub.max_conns)
+      drop(victim, &victim == &newest
+                       ? fmt::format("turned away: {} connections are open, the server's limit", hub.max_conns)
+                       : fmt::format("evicted before finishing its handshake: {} connections are open, the server's "
+                                     "limit, and a newer one needs the room",
+                                     hub.max_conns));
+    else
+      drop(victim, fmt::format("evicted before finishing its handshake: over {} connections were in the handshake "
+                               "at once (the oldest without a hello goes first)",
+                               hub.opts.max_pending));
   }
 }
 
@@ -121,25 +142,67 @@ void start_reading(Conn& c) {
       [](uv_stream_t* st, ssize_t n, const uv_buf_t* buf) noexcept { on_read(*static_cast<Conn*>(st->data), n, buf); });
 }
 
-}  // namespace
 
-void accept_conn(Hub& hub, uv_stream_t* listener) {
+
+// A new connection whose socket `attach` gives it (uv_accept, uv_tcp_open): registered, its
+// handshake deadline running, reading. Null when it could not be set up (then closed).
+template <class Attach>
+Conn* new_conn(Hub& hub, Attach&& attach) {
   auto* c = new Conn;
   c->hub = &hub;
   uv_tcp_init(hub.loop, &c->tcp);
   c->tcp.data = c;
   hub.conns.push_front(c);
   c->self = hub.conns.begin();
-  if (uv_accept(listener, stream(*c)) < 0) return close_conn(*c);
-  uv_tcp_nodelay(&c->tcp, 1);
+  c->pending_self = hub.pending.insert(hub.pending.end(), c);
+  if (attach(*c) < 0) {
+    close_conn(*c);
+    return nullptr;
+  }
   sockaddr_storage ss{};
   int len = sizeof ss;
   if (uv_tcp_getpeername(&c->tcp, reinterpret_cast<sockaddr*>(&ss), &len) == 0) c->peer = net::endpoint_text(ss);
   if (c->idle.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 ||
-      c->wait.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 || hub.stopping)
-    return close_conn(*c);
+      c->wait.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 || hub.stopping) {
+    close_conn(*c);
+    return nullptr;
+  }
   arm_idle(*c, hub.opts.handshake_timeout);
   start_reading(*c);
+  shed_load(hub, *c);
+  return c->closing ? nullptr : c;
+}
+
+}  // namespace
+
+void accept_conn(Hub& hub, uv_stream_t* listener) {
+  new_conn(hub, [&](Conn& c) {
+    int rc = uv_accept(listener, stream(c));
+    if (rc == 0) uv_tcp_nodelay(&c.tcp, 1);
+    return rc;
+  });
+}
+
+Conn* open_conn(Hub& hub, int fd) {
+  return new_conn(hub, [&](Conn& c) { return uv_tcp_open(&c.tcp, fd); });
+}
+
+void authenticated(Conn& c) {
+  disarm_idle(c);
+  c.dec.set_max_frame(wire::kMaxFrame);
+  if (c.pending) c.hub->pending.erase(c.pending_self);
+  c.pending = false;
+}
+
+void receive(Conn& c, const std::uint8_t* data, std::size_t n) {
+  if (c.closing) return;
+  if (c.park != Park::none && c.dec.buffered() + n > wire::kMaxFrame + wire::kHeaderBytes) {
+    drop(c, "kept sending while a blocking request was pending (over the frame limit buffered)");
+    return;
+  }
+  c.dec.feed(data, n);
+  pump(c);
+  drain_pumps(*c.hub);
 }
 
 void send_shared(Conn& c, std::shared_ptr<const Bytes> encoded) { write(c, {}, std::move(encoded)); }
@@ -166,6 +229,8 @@ void close_conn(Conn& c, Close how) {
   c.idle.close();
   c.wait.close();
   c.hub->conns.erase(c.self);
+  if (c.pending) c.hub->pending.erase(c.pending_self);
+  c.pending = false;
   if (how == Close::now) return uv_close(handle(c), free_conn);
   uv_read_stop(stream(c));
   auto* req = new uv_shutdown_t;
@@ -194,8 +259,8 @@ void disarm_idle(Conn& c) {
 
 void drop(Conn& c, std::string_view reason) {
   if (c.closing) return;
-  DTRAIN_WARN(rdzv, "rendezvous: dropped {}{}: {}", c.peer, c.hs.name().empty() ? "" : " ('" + c.hs.name() + "')",
-              reason);
+  std::string line = fmt::format("{}{}: {}", c.peer, c.hs.name().empty() ? "" : " ('" + c.hs.name() + "')", reason);
+  if (c.hub->drops.admit(DropLog::Clock::now(), line)) DTRAIN_WARN(rdzv, "rendezvous: dropped {}", line);
   close_conn(c);
 }
 

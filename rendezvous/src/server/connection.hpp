@@ -33,7 +33,7 @@ struct Conn {
   uv_tcp_t tcp{};             // owns the Conn: the close callback deletes it
   UvHandle<uv_timer_t> idle;  // handshake deadline, then "stalled mid-frame" deadline
   UvHandle<uv_timer_t> wait;  // parked request timeout
-  wire::Decoder dec;
+  wire::Decoder dec{wire::kMaxHandshakeFrame};  // raised to kMaxFrame once the handshake is done
   std::string peer;  // "ip:port" or "[ip6]:port"
   Handshake hs;
   Scope* scope = nullptr;  // set once the handshake finished
@@ -43,11 +43,24 @@ struct Conn {
   std::int64_t park_timeout_ms = 0;
   bool closing = false;
   bool idle_armed = false;
-  std::list<Conn*>::iterator self;  // in Hub::conns
+  bool pending = true;                 // still in the handshake (in Hub::pending)
+  std::list<Conn*>::iterator self;     // in Hub::conns
+  std::list<Conn*>::iterator pending_self;  // in Hub::pending while `pending`
 };
 
-// Accepts a pending connection from the listener and starts its handshake deadline.
+// Accepts a pending connection from the listener and starts its handshake deadline. Past the
+// server's caps (Hub::max_conns open, opts.max_pending in the handshake) a connection still in the
+// handshake is dropped to make room: the oldest other than the newcomer that has not sent a whole
+// hello yet, else the oldest; the newcomer itself when every other one is through.
 void accept_conn(Hub& hub, uv_stream_t* listener);
+// The same for a socket already connected (tests, the store fuzzer): null when it could not be set
+// up. The connection owns `fd` from then on.
+Conn* open_conn(Hub& hub, int fd);
+// The handshake succeeded: no more handshake deadline, the full frame size, out of Hub::pending.
+void authenticated(Conn& c);
+// Bytes read from the peer: decoded and handled frame by frame (the libuv read callback's body).
+// Throws wire::ProtocolError for a malformed frame (the caller drops the peer).
+void receive(Conn& c, const std::uint8_t* data, std::size_t n);
 
 // Queues bytes for the peer; drops it when its unread replies pass the cap.
 void send_shared(Conn& c, std::shared_ptr<const Bytes> encoded);

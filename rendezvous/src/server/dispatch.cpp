@@ -3,6 +3,7 @@
 #include <array>
 
 #include "dtrain/common/log.hpp"
+#include "dtrain/common/text.hpp"
 #include "handlers.hpp"
 #include "hub.hpp"
 #include "refused.hpp"
@@ -41,8 +42,9 @@ constexpr std::array<Handler, 256> kHandlers = make_table();
 
 // Logs and answers ERROR auth, then closes once the reason is flushed.
 void refuse(Conn& c, std::string_view reason) {
-  DTRAIN_WARN(rdzv, "rendezvous: refused {}{} (run '{}'): {}", c.peer, c.hs.name().empty() ? "" : " ('" + c.hs.name() + "')",
-              c.hs.run_id(), reason);
+  std::string line = fmt::format("{}{} (run '{}'): {}", c.peer, c.hs.name().empty() ? "" : " ('" + c.hs.name() + "')",
+                                 text::printable(c.hs.run_id(), 128), reason);
+  if (c.hub->drops.admit(DropLog::Clock::now(), line)) DTRAIN_WARN(rdzv, "rendezvous: refused {}", line);
   send_error(c, wire::ErrorCode::auth, reason);
   close_conn(c, Close::after_flush);
 }
@@ -54,9 +56,9 @@ void handshake_step(Conn& c, const Frame& f) {
     case Handshake::Step::Kind::refuse: return refuse(c, step.reason);
     case Handshake::Step::Kind::ready: break;
   }
-  disarm_idle(c);
+  authenticated(c);
   attach(c);
-  send(c, Frame(Op::welcome).str(ip_of(c.peer)));
+  send(c, c.hs.welcome(ip_of(c.peer), c.hub->opts));
   DTRAIN_DEBUG(rdzv, "rendezvous: {} ('{}') joined run '{}' generation {}", c.peer, c.hs.name(), c.hs.run_id(),
                c.hs.generation());
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dtrain/common/errors.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 
 namespace dtrain::rdzv {
@@ -43,10 +44,9 @@ Step Handshake::on_hello(const Frame& f, const ServerOptions& opts) {
                   "file: rendezvous.token_file or --token-file)");
   cnonce_.assign(cn.begin(), cn.end());
   snonce_ = auth::random_nonce();
-  Bytes proof;
-  if (!opts.token.empty()) proof = auth::proof(opts.token, "server", cnonce_, snonce_, run_id_, generation_);
   stage_ = Stage::auth;
-  return Step{Step::Kind::reply, Frame(Op::challenge).bytes(snonce_).bytes(proof).i64(opts.token.empty() ? 0 : 1), {}};
+  // Nothing here depends on the token: the server proves itself only in the WELCOME.
+  return Step{Step::Kind::reply, Frame(Op::challenge).bytes(snonce_).i64(opts.token.empty() ? 0 : 1), {}};
 }
 
 Step Handshake::on_auth(const Frame& f, const ServerOptions& opts) {
@@ -59,6 +59,13 @@ Step Handshake::on_auth(const Frame& f, const ServerOptions& opts) {
   }
   stage_ = Stage::ready;
   return Step{Step::Kind::ready, {}, {}};
+}
+
+Frame Handshake::welcome(std::string_view peer_ip, const ServerOptions& opts) const {
+  DTRAIN_CHECK(ready(), "welcome before the client proved the token");
+  Bytes proof;
+  if (!opts.token.empty()) proof = auth::proof(opts.token, "server", cnonce_, snonce_, run_id_, generation_);
+  return Frame(Op::welcome).str(peer_ip).bytes(proof);
 }
 
 }  // namespace dtrain::rdzv

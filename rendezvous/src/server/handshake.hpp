@@ -1,6 +1,7 @@
 #pragma once
 // The server side of the handshake (docs/wire-protocol.md), a pure state machine per connection:
-// HELLO -> CHALLENGE, AUTH -> ready. A malformed or out-of-order frame throws wire::ProtocolError
+// HELLO -> CHALLENGE (a fresh nonce, nothing that depends on the token), AUTH -> ready once the
+// client's proof checks out; only then does the WELCOME carry the server's own proof. A malformed or out-of-order frame throws wire::ProtocolError
 // (the peer is dropped); a refusal (wrong token, no token, wrong run id, negative generation) is
 // returned with its reason, which the server sends as ERROR auth before closing.
 #include <cstdint>
@@ -28,6 +29,8 @@ class Handshake {
   bool ready() const { return stage_ == Stage::ready; }
   // From HELLO: the client's name (for logs), run id and generation (its scope).
   const std::string& name() const { return name_; }
+  // The WELCOME for a ready connection: the peer's address as seen here and the server's proof.
+  wire::Frame welcome(std::string_view peer_ip, const ServerOptions& opts) const;
   const std::string& run_id() const { return run_id_; }
   std::int64_t generation() const { return generation_; }
 

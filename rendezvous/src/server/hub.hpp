@@ -8,16 +8,22 @@
 
 #include "connection.hpp"
 #include "dtrain/rendezvous/server.hpp"
+#include "drop_log.hpp"
 #include "scope.hpp"
 
 namespace dtrain::rdzv::srv {
 
 struct Hub {
-  explicit Hub(ServerOptions o) : opts(std::move(o)) {}
+  explicit Hub(ServerOptions o)
+      : opts(std::move(o)),
+        scopes(KvLimits{opts.max_keys_per_run, opts.max_bytes_per_run}, KvLimits{opts.max_keys_total, opts.max_bytes_total}) {}
 
   ServerOptions opts;
   uv_loop_t* loop = nullptr;
-  std::list<Conn*> conns;
+  std::list<Conn*> conns;      // every open connection, newest first
+  std::list<Conn*> pending;    // those still in the handshake, oldest first
+  std::size_t max_conns = 0;   // opts.max_connections, lowered to fit the open-files limit (start)
+  DropLog drops;               // "dropped ..." lines, rate-limited
   Scopes scopes;
   std::vector<Conn*> pump_queue;
   bool stopping = false;

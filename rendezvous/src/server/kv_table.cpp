@@ -28,6 +28,36 @@ std::string get_timeout_text(std::string_view key, std::int64_t ms) {
   return fmt::format("no value for key '{}' after {} ms", key, ms);
 }
 
+Budget::~Budget() {
+  if (outer_ != nullptr) outer_->release(keys_, bytes_);
+}
+
+void Budget::check(std::ptrdiff_t keys, std::ptrdiff_t bytes) const {
+  for (const Budget* b = this; b != nullptr; b = b->outer_) {
+    if (keys > 0 && b->keys_ + std::size_t(keys) > b->limits_.max_keys)
+      throw Refused(ErrorCode::limit, fmt::format("{} holds {} keys, the limit", b->owner_, b->limits_.max_keys));
+    if (bytes > 0 && b->bytes_ + std::size_t(bytes) > b->limits_.max_bytes)
+      throw Refused(ErrorCode::limit, fmt::format("{} would hold {} bytes, over the {}-byte limit", b->owner_,
+                                                  b->bytes_ + std::size_t(bytes), b->limits_.max_bytes));
+  }
+}
+
+void Budget::charge(std::ptrdiff_t keys, std::ptrdiff_t bytes) {
+  check(keys, bytes);
+  apply(keys, bytes);
+}
+
+void Budget::apply(std::ptrdiff_t keys, std::ptrdiff_t bytes) {
+  for (Budget* b = this; b != nullptr; b = b->outer_) {
+    b->keys_ = std::size_t(std::ptrdiff_t(b->keys_) + keys);
+    b->bytes_ = std::size_t(std::ptrdiff_t(b->bytes_) + bytes);
+  }
+}
+
+KvTable::~KvTable() {
+  if (outer_ != nullptr) outer_->release(map_.size(), bytes_);
+}
+
 const Bytes* KvTable::find(const std::string& key) const {
   auto it = map_.find(key);
   return it == map_.end() ? nullptr : &it->second;
@@ -69,8 +99,10 @@ Bytes KvTable::compare_set(const std::string& key, ByteView expected, ByteView d
 bool KvTable::erase(const std::string& key) {
   auto it = map_.find(key);
   if (it == map_.end()) return false;
-  bytes_ -= key.size() + it->second.size();
+  std::size_t freed = key.size() + it->second.size();
+  bytes_ -= freed;
   map_.erase(it);
+  if (outer_ != nullptr) outer_->release(1, freed);
   return true;
 }
 
@@ -83,6 +115,8 @@ void KvTable::store(const std::string& key, Bytes value) {
   if (after > limits_.max_bytes)
     throw Refused(ErrorCode::limit,
                   fmt::format("{} would hold {} bytes, over the {}-byte limit", owner_, after, limits_.max_bytes));
+  if (outer_ != nullptr)
+    outer_->charge(it == map_.end() ? 1 : 0, std::ptrdiff_t(after) - std::ptrdiff_t(bytes_));
   bytes_ = after;
   if (it == map_.end())
     map_.emplace(key, std::move(value));

@@ -1,6 +1,7 @@
 #pragma once
 // The store's key-value semantics, one implementation for the rendezvous server and the in-memory
-// store: key and value checks, a per-table budget of keys and bytes, ADD on decimal text,
+// store: key and value checks, a per-table budget of keys and bytes (and, for the server, the
+// budgets of the run and of the whole server that the table also draws on), ADD on decimal text,
 // compare-and-set. Pure: no sockets, no libuv, no locking (the server uses one table per scope on
 // its loop thread, the in-memory store one table under its mutex). Refusals throw Refused with the
 // wire error code the server answers with.
@@ -26,10 +27,46 @@ struct KvLimits {
   std::size_t max_bytes = 512u << 20;  // keys + values
 };
 
+// Keys and bytes that several tables draw on together: the server has one for all its runs, each
+// run one for all its generations (chained to the server's). All or nothing: a charge that would
+// pass any limit along the chain is refused and changes nothing.
+class Budget {
+ public:
+  // `owner` names it in refusals: "run 'r'", "this rendezvous".
+  Budget(KvLimits limits, std::string owner, Budget* outer = nullptr)
+      : limits_(limits), owner_(std::move(owner)), outer_(outer) {}
+  ~Budget();
+  Budget(const Budget&) = delete;
+  Budget& operator=(const Budget&) = delete;
+
+  // Refused limit naming the first budget along the chain that the change would overdraw.
+  void check(std::ptrdiff_t keys, std::ptrdiff_t bytes) const;
+  // check(), then applies the change here and along the chain.
+  void charge(std::ptrdiff_t keys, std::ptrdiff_t bytes);
+  // Gives back what was charged (never refused).
+  void release(std::size_t keys, std::size_t bytes) { apply(-std::ptrdiff_t(keys), -std::ptrdiff_t(bytes)); }
+
+  std::size_t keys() const { return keys_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void apply(std::ptrdiff_t keys, std::ptrdiff_t bytes);
+
+  KvLimits limits_;
+  std::string owner_;
+  Budget* outer_;
+  std::size_t keys_ = 0, bytes_ = 0;
+};
+
 class KvTable {
  public:
-  // `owner` names the table in refusals: "run 'r' generation 2".
-  KvTable(KvLimits limits, std::string owner) : limits_(limits), owner_(std::move(owner)) {}
+  // `owner` names the table in refusals: "run 'r' generation 2". `outer`, when given, is charged
+  // for every key and byte too (the run's budget) and outlives the table.
+  KvTable(KvLimits limits, std::string owner, Budget* outer = nullptr)
+      : limits_(limits), owner_(std::move(owner)), outer_(outer) {}
+  ~KvTable();
+  KvTable(const KvTable&) = delete;
+  KvTable& operator=(const KvTable&) = delete;
 
   const Bytes* find(const std::string& key) const;
   bool contains(const std::string& key) const { return map_.count(key) != 0; }
@@ -52,6 +89,7 @@ class KvTable {
 
   KvLimits limits_;
   std::string owner_;
+  Budget* outer_;
   std::unordered_map<std::string, Bytes> map_;
   std::size_t bytes_ = 0;
 };

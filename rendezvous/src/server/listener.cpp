@@ -54,6 +54,10 @@ int listen_on(Hub& hub, UvHandle<uv_tcp_t>& listener) {
   if (rc < 0) throw IoError(fmt::format("rendezvous: tcp init: {}", uv_text(rc)));
   rc = uv_tcp_bind(listener.get(), res->ai_addr, 0);
   if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(listener.get()), opts.backlog, on_connection);
+  if (rc == UV_EADDRINUSE || rc == UV_EMFILE || rc == UV_ENFILE)
+    throw ResourceError(fmt::format("rendezvous: cannot listen on {}:{}: {}{}", opts.host, opts.port, uv_text(rc),
+                                    rc == UV_EADDRINUSE ? " (another process uses that port; pick another or 0 for a free one)"
+                                                        : " (raise the open-files limit, ulimit -n)"));
   if (rc < 0)
     throw IoError(fmt::format("rendezvous: cannot listen on {}:{}: {}{}", opts.host, opts.port, uv_text(rc),
                               rc == UV_EADDRINUSE ? " (another process uses that port; pick another or 0 for a free one)"

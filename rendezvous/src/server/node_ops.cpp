@@ -62,6 +62,7 @@ void on_report(Conn& c, const Frame& f) {
   e.signal = int(f.i64_at(3));
   e.message = std::string(f.str_at(4).substr(0, 4096));
   if (c.node != nullptr) e.host = c.node->host;
+  c.scope->charge_event(sizeof(Event) + e.message.size() + e.host.size());
   publish_event(*c.scope, EventKind::failure, std::move(e));
   send(c, Frame(Op::ok));
 }

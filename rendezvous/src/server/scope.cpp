@@ -3,19 +3,44 @@
 #include <fmt/format.h>
 
 #include "handlers.hpp"
+#include "refused.hpp"
 #include "hub.hpp"
 
 namespace dtrain::rdzv::srv {
 
-Scope::Scope(std::string run, std::int64_t gen, KvLimits limits)
+Scope::Scope(std::string run, std::int64_t gen, KvLimits limits, Budget* run_budget)
     : run_id(std::move(run)),
       generation(gen),
-      kv(limits, fmt::format("run '{}' generation {}", run_id, gen)),
+      budget(run_budget),
+      kv(limits, fmt::format("run '{}' generation {}", run_id, gen), run_budget),
       events(gen) {}
 
-Scope& Scopes::open(const std::string& run, std::int64_t gen, KvLimits limits) {
+Scope::~Scope() { budget->release(0, event_bytes); }
+
+void Scope::charge_event(std::size_t bytes) {
+  if (events.events().size() >= kMaxEventsPerScope)
+    throw Refused(wire::ErrorCode::limit, fmt::format("run '{}' generation {} holds {} events, the limit", run_id,
+                                                      generation, kMaxEventsPerScope));
+  budget->charge(0, std::ptrdiff_t(bytes));
+  event_bytes += bytes;
+}
+
+bool Scope::disposable() const {
+  if (conns != 0) return false;
+  if (join.closed()) return true;
+  return join.joined() == 0 && kv.size() == 0 && events.events().empty();
+}
+
+Scopes::Scopes(KvLimits per_run, KvLimits total) : per_run_(per_run), total_(total, "this rendezvous (all runs)") {}
+
+Scope& Scopes::open(const std::string& run, std::int64_t gen) {
   auto& p = map_[{run, gen}];
-  if (!p) p = std::make_unique<Scope>(run, gen, limits);
+  if (!p) {
+    Run& r = runs_[run];
+    if (!r.budget) r.budget = std::make_unique<Budget>(per_run_, fmt::format("run '{}' (all generations)", run), &total_);
+    p = std::make_unique<Scope>(run, gen, per_run_, r.budget.get());
+    ++r.scopes;
+  }
   return *p;
 }
 
@@ -25,10 +50,14 @@ void Scopes::collect(const std::string& run_ref) {
   for (auto& [k, s] : map_)
     if (k.first == run) newest = std::max(newest, k.second);
   for (auto it = map_.begin(); it != map_.end();) {
-    if (it->first.first == run && it->first.second < newest && it->second->conns == 0)
+    const Scope& s = *it->second;
+    if (it->first.first == run && s.conns == 0 && (it->first.second < newest || s.disposable())) {
       it = map_.erase(it);
-    else
+      auto r = runs_.find(run);
+      if (r != runs_.end() && --r->second.scopes == 0) runs_.erase(r);
+    } else {
       ++it;
+    }
   }
 }
 
@@ -49,7 +78,7 @@ std::vector<std::string> Scopes::runs_with_nodes() const {
 
 void attach(Conn& c) {
   Hub& hub = *c.hub;
-  c.scope = &hub.scopes.open(c.hs.run_id(), c.hs.generation(), KvLimits{hub.opts.max_keys_per_run, hub.opts.max_bytes_per_run});
+  c.scope = &hub.scopes.open(c.hs.run_id(), c.hs.generation());
   ++c.scope->conns;
   hub.scopes.collect(c.hs.run_id());  // a new generation frees the unused older ones
 }

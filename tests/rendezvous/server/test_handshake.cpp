@@ -2,6 +2,7 @@
 // as TcpStore does.
 #include <doctest/doctest.h>
 
+#include "dtrain/common/errors.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "server/handshake.hpp"
 
@@ -11,6 +12,8 @@ using wire::Op;
 using Kind = Handshake::Step::Kind;
 
 namespace {
+
+constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
 
 struct Client {
   std::string token, run = "run1";
@@ -37,18 +40,18 @@ ServerOptions with_token(std::string token, std::string run_id = {}) {
 
 TEST_SUITE("rendezvous::server::handshake") {
   TEST_CASE("hello, challenge, auth: ready, scoped by the hello's run id and generation") {
-    Client c{"s3cret"};
+    Client c{kToken};
     c.generation = 4;
-    auto opts = with_token("s3cret");
+    auto opts = with_token(kToken);
     Handshake h;
     CHECK(h.stage() == Handshake::Stage::hello);
     auto ch = h.step(c.hello(), opts);
     REQUIRE(ch.kind == Kind::reply);
     CHECK(ch.reply.op == Op::challenge);
-    CHECK(ch.reply.i64_at(2) == 1);  // token required
-    // the server's proof is the one a client checks
-    Bytes snonce(ch.reply.bytes_at(0).begin(), ch.reply.bytes_at(0).end());
-    CHECK(auth::constant_time_equal(ch.reply.bytes_at(1), auth::proof("s3cret", "server", c.nonce, snonce, "run1", 4)));
+    // the challenge is a fresh nonce and the flag, nothing computed from the token
+    REQUIRE(ch.reply.args.size() == 2);
+    CHECK(ch.reply.bytes_at(0).size() == auth::kNonceBytes);
+    CHECK(ch.reply.i64_at(1) == 1);  // token required
     CHECK(h.stage() == Handshake::Stage::auth);
     auto done = h.step(c.auth_for(ch.reply), opts);
     CHECK(done.kind == Kind::ready);
@@ -56,6 +59,22 @@ TEST_SUITE("rendezvous::server::handshake") {
     CHECK(h.name() == "agent node 1");
     CHECK(h.run_id() == "run1");
     CHECK(h.generation() == 4);
+    // only now, to a client that proved the token, the server proves it in the welcome
+    Bytes snonce(ch.reply.bytes_at(0).begin(), ch.reply.bytes_at(0).end());
+    auto w = h.welcome("10.0.0.7", opts);
+    CHECK(w.op == Op::welcome);
+    CHECK(w.str_at(0) == "10.0.0.7");
+    CHECK(auth::constant_time_equal(w.bytes_at(1), auth::proof(kToken, "server", c.nonce, snonce, "run1", 4)));
+  }
+
+  TEST_CASE("no welcome, so no server proof, before the client proved the token") {
+    Client c{"a-wrong-token-that-is-long-enough"};
+    auto opts = with_token(kToken);
+    Handshake h;
+    CHECK_THROWS_AS((void)h.welcome("1.2.3.4", opts), dtrain::InternalError);
+    auto ch = h.step(c.hello(), opts);
+    CHECK(h.step(c.auth_for(ch.reply), opts).kind == Kind::refuse);
+    CHECK_THROWS_AS((void)h.welcome("1.2.3.4", opts), dtrain::InternalError);
   }
 
   TEST_CASE("a tokenless server asks for no proof") {
@@ -63,16 +82,16 @@ TEST_SUITE("rendezvous::server::handshake") {
     Handshake h;
     auto ch = h.step(c.hello(), ServerOptions{});
     REQUIRE(ch.kind == Kind::reply);
-    CHECK(ch.reply.i64_at(2) == 0);
-    CHECK(ch.reply.bytes_at(1).empty());
+    CHECK(ch.reply.i64_at(1) == 0);
     CHECK(h.step(c.auth_for(ch.reply), ServerOptions{}).kind == Kind::ready);
+    CHECK(h.welcome("127.0.0.1", ServerOptions{}).bytes_at(1).empty());
   }
 
   TEST_CASE("refusals carry the reason") {
     Handshake h;
     SUBCASE("wrong token") {
-      Client c{"other"};
-      auto opts = with_token("s3cret");
+      Client c{"other-token-0123456789abcdef"};
+      auto opts = with_token(kToken);
       auto ch = h.step(c.hello(), opts);
       auto r = h.step(c.auth_for(ch.reply), opts);
       CHECK(r.kind == Kind::refuse);
@@ -80,7 +99,7 @@ TEST_SUITE("rendezvous::server::handshake") {
       CHECK_FALSE(h.ready());
     }
     SUBCASE("no token against a tokened server") {
-      auto r = h.step(Client{}.hello(), with_token("s3cret"));
+      auto r = h.step(Client{}.hello(), with_token(kToken));
       CHECK(r.kind == Kind::refuse);
       CHECK(r.reason.find("requires the shared token") != std::string::npos);
     }

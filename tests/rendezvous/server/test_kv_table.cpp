@@ -80,6 +80,47 @@ TEST_SUITE("rendezvous::server::kv_table") {
     CHECK(t.add("c", 1) == 1);
   }
 
+  TEST_CASE("tables draw on shared budgets: a run's generations, a server's runs") {
+    Budget server({5, 100}, "this rendezvous (all runs)");
+    {
+      Budget run_a({3, 40}, "run 'a' (all generations)", &server);
+      Budget run_b({3, 40}, "run 'b' (all generations)", &server);
+      KvTable a0({10, 100}, "run 'a' generation 0", &run_a);
+      KvTable a1({10, 100}, "run 'a' generation 1", &run_a);
+      KvTable b0({10, 100}, "run 'b' generation 0", &run_b);
+      a0.set("k1", b("12345678"));  // 10 bytes
+      a0.set("k2", b("12345678"));
+      a1.set("k3", b("12345678"));
+      CHECK(run_a.keys() == 3);
+      CHECK(run_a.bytes() == 30);
+      CHECK(server.keys() == 3);
+      // the run's budget is shared by its generations: a1 alone is far from its own limit
+      auto run_full = refusal_of([&] { a1.set("k4", b("1")); });
+      REQUIRE(run_full);
+      CHECK(run_full->code == ErrorCode::limit);
+      CHECK(run_full->what == "run 'a' (all generations) holds 3 keys, the limit");
+      CHECK_FALSE(a1.contains("k4"));
+      CHECK(a1.size() == 1);
+      // overwriting to a larger value is charged the difference
+      auto bytes = refusal_of([&] { a0.set("k1", Bytes(30)); });
+      REQUIRE(bytes);
+      CHECK(bytes->what == "run 'a' (all generations) would hold 52 bytes, over the 40-byte limit");
+      CHECK(a0.bytes() == 20);
+      b0.set("x", b("1"));
+      b0.set("y", b("1"));
+      auto server_full = refusal_of([&] { b0.set("z", b("1")); });  // 6th key of the server
+      REQUIRE(server_full);
+      CHECK(server_full->what == "this rendezvous (all runs) holds 5 keys, the limit");
+      CHECK(a0.erase("k1"));
+      CHECK(server.keys() == 4);
+      b0.set("z", b("1"));
+      CHECK(server.keys() == 5);
+    }
+    // freed tables and budgets give back everything they held
+    CHECK(server.keys() == 0);
+    CHECK(server.bytes() == 0);
+  }
+
   TEST_CASE("add works on decimal text; missing and empty count as 0") {
     KvTable t({}, "t");
     CHECK(t.add("n", 5) == 5);

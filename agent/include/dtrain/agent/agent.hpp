@@ -59,6 +59,10 @@ struct AgentOptions {
   std::optional<int> master_port;         // unset: a free port on this (master) node
   // Multi-node: when true every generation waits in `starting` for post(Event::go(g)).
   bool external_start = false;
+  // Become a child subreaper and kill processes that left their worker's process group (setsid,
+  // double fork) when their generation ends (agent/src/escapees.hpp). The dtrain binary sets it; a
+  // process that embeds the agent and has children of its own must leave it off.
+  bool reap_escapees = false;
 };
 
 // Why one worker ended.

@@ -8,12 +8,15 @@
 namespace dtrain::agent {
 
 // Splits a byte stream into lines. A line longer than `max_line` is cut into pieces of that size
-// (each forwarded whole), so one worker cannot grow the agent's memory without bound.
+// (each forwarded whole, flagged as cut so that the reader can mark it), so one worker cannot grow
+// the agent's memory without bound, whatever bytes it writes (NULs, no newline at all).
 class LineSplitter {
  public:
-  explicit LineSplitter(std::size_t max_line = 64 * 1024) : max_line_(max_line) {}
+  static constexpr std::size_t kDefaultMaxLine = 64 * 1024;
+  explicit LineSplitter(std::size_t max_line = kDefaultMaxLine) : max_line_(max_line) {}
 
-  // Calls on_line(std::string_view) for every complete line (without its '\n').
+  // Calls on_line(std::string_view text, bool cut) for every complete line (without its '\n');
+  // `cut`: the line goes on in the next call (it was longer than max_line).
   template <class F>
   void feed(const char* data, std::size_t n, F&& on_line) {
     std::size_t start = 0;
@@ -25,7 +28,7 @@ class LineSplitter {
     if (start < n) {
       partial_.append(data + start, n - start);
       while (partial_.size() >= max_line_) {
-        on_line(std::string_view(partial_).substr(0, max_line_));
+        on_line(std::string_view(partial_).substr(0, max_line_), true);
         partial_.erase(0, max_line_);
       }
     }
@@ -36,9 +39,10 @@ class LineSplitter {
     if (partial_.empty()) return;
     std::string last;
     last.swap(partial_);
-    on_line(std::string_view(last));
+    on_line(std::string_view(last), false);
   }
   bool has_partial() const { return !partial_.empty(); }
+  std::size_t max_line() const { return max_line_; }
 
  private:
   template <class F>
@@ -51,15 +55,18 @@ class LineSplitter {
       line = joined;
     }
     while (line.size() > max_line_) {
-      on_line(line.substr(0, max_line_));
+      on_line(line.substr(0, max_line_), true);
       line.remove_prefix(max_line_);
     }
-    on_line(line);
+    on_line(line, false);
   }
 
   std::size_t max_line_;
   std::string partial_;
 };
+
+// What ends a piece of a line cut by LineSplitter: " [dtrain: line over 65536 bytes, cut here]".
+std::string cut_mark(std::size_t max_line);
 
 // Expands {node} {rank} {local_rank} {stream} in a tag format; other text is kept as is, "{{" and
 // "}}" are literal braces. Throws ConfigError naming an unknown field.

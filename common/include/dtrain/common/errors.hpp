@@ -3,6 +3,8 @@
 //   ConfigError  - the user's mistake (spec, flags, environment); the CLI exits 2.
 //   IoError      - a peer or the network failed; a job may restart.
 //   TimeoutError - a deadline passed (rendezvous join, a collective, a store get).
+//   ResourceError- a local resource ran out or is taken (disk full, too many open files, address in
+//                  use): an IoError the user fixes on this machine; the CLI exits 71.
 //   AuthError    - the rendezvous refused or could not prove the shared token.
 //   InternalError- a broken invariant inside dtrain, raised by DTRAIN_CHECK with file:line.
 #include <stdexcept>
@@ -24,6 +26,10 @@ class IoError : public Error {
  public:
   using Error::Error;
 };
+class ResourceError : public IoError {
+ public:
+  using IoError::IoError;
+};
 class TimeoutError : public Error {
  public:
   using Error::Error;
@@ -40,8 +46,16 @@ class InternalError : public Error {
 [[noreturn]] void throw_internal(const char* file, int line, const std::string& what);
 
 // The dtrain binary's exit status for an error that ends it (exit_codes.hpp): ConfigError 2,
-// AuthError 77, TimeoutError 75, anything else 125.
+// ResourceError 71, AuthError 77, TimeoutError 75, anything else 125.
 int exit_status_of(const std::exception& e);
+
+// True for an errno (positive, or a negative libuv code) that names a local resource running out
+// or taken: EMFILE, ENFILE, ENOSPC, EDQUOT, ENOMEM, EAGAIN, EADDRINUSE.
+bool is_resource_errno(int err);
+// What to do about such an errno, e.g. "raise the open-files limit (ulimit -n)"; "" for others.
+std::string resource_hint(int err);
+// ResourceError for is_resource_errno(err) (with the hint), else IoError: "WHAT: ERRNO TEXT".
+[[noreturn]] void throw_os_error(int err, const std::string& what);
 
 // errno text for messages: "connect 10.0.0.1:29400: Connection refused"
 std::string errno_text(int err);

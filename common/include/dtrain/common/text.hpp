@@ -16,6 +16,10 @@ std::optional<std::string> closest(std::string_view word, std::span<const std::s
 std::vector<std::string> split(std::string_view s, char sep);
 std::string join(std::span<const std::string> parts, std::string_view sep);
 
+// `s` safe to show on one line of a log or terminal: control characters (newlines, ESC of ANSI
+// sequences, DEL) become \xNN, and text past `max` bytes becomes "...". Other bytes are kept.
+std::string printable(std::string_view s, std::size_t max = std::string_view::npos);
+
 // 64-bit FNV-1a: a stable hash for ids that must agree across nodes (not for security).
 std::uint64_t fnv1a(std::string_view s);
 

@@ -4,8 +4,10 @@
 // dtrain::common and OpenSSL's libcrypto only.
 //
 // connect_store() connects (retrying "connection refused" until connect_timeout, since node 0 may
-// still be starting its server), performs the handshake (run id, generation, mutual HMAC proof of the
-// token) and returns a store whose keys the server scopes by (run_id, generation).
+// still be starting its server, and a connection the server closed during the handshake, since a
+// flooded server sheds unauthenticated connections), performs the handshake (run id, generation,
+// mutual HMAC proof of the token, ours first) and returns a store whose keys the server scopes by
+// (run_id, generation).
 //
 // Threading: every call holds one per-connection mutex for its whole round trip, so a TcpStore may be
 // shared by threads, but a blocking get()/barrier() holds back the other callers of the same object.
@@ -95,6 +97,7 @@ class TcpStore : public Store {
  private:
   friend std::unique_ptr<TcpStore> connect_store(const ClientOptions&);
   explicit TcpStore(ClientOptions opts);
+  bool open_socket(std::chrono::steady_clock::time_point deadline, std::string& last_error);
   void handshake();
   void send_frame(const wire::Frame& f, std::chrono::steady_clock::time_point deadline);
   wire::Frame recv_frame(std::chrono::steady_clock::time_point deadline);
@@ -106,6 +109,7 @@ class TcpStore : public Store {
   int cancel_fd_ = -1;  // the Canceller's fd while connect_store() runs, else -1
   std::mutex mu_;
   std::atomic<bool> closed_{false};
+  bool peer_closed_ = false;  // the server closed or reset the connection (retried in the handshake)
   wire::Decoder decoder_;
   std::string local_addr_;
 };

@@ -9,9 +9,13 @@
 // heartbeats and lost-node detection, failure reports, job events, exit barrier, status).
 //
 // Security: without a token the server binds loopback addresses only, unless `insecure`; it binds
-// exactly the address asked for (never all interfaces unless asked). A peer that sends garbage,
-// oversize or truncated frames, stalls mid-frame past frame_timeout, or does not finish the
-// handshake within handshake_timeout is dropped with a logged reason; everyone else is served.
+// exactly the address asked for (never all interfaces unless asked), and refuses a token too short
+// to hold 128 bits. A peer that sends garbage, oversize or truncated frames, stalls mid-frame past
+// frame_timeout, or does not finish the handshake within handshake_timeout is dropped with a logged
+// reason (rate-limited); everyone else is served. Before the handshake a peer may send at most
+// wire::kMaxHandshakeFrame bytes a frame; past max_pending such peers the oldest is dropped, and at
+// most max_connections (fewer when the open-files limit is lower) are open at once. Stored keys and
+// bytes are bounded per run and for the whole server (docs/wire-protocol.md, "Limits").
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -19,14 +23,22 @@
 
 namespace dtrain::rdzv {
 
+// The store budget of one run id by default (the in-memory store's table has the same).
+inline constexpr std::size_t kDefaultKeysPerRun = 200000;
+inline constexpr std::size_t kDefaultBytesPerRun = 512u << 20;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // address to bind, exactly as given
   int port = 0;                    // 0: a free port, see Server::port()
   std::string token;               // shared token; empty: loopback only unless insecure
   bool insecure = false;           // allow a tokenless server on a non-loopback address
   std::string run_id;              // non-empty: refuse clients that name another run id
-  std::size_t max_keys_per_run = 200000;          // per (run id, generation)
-  std::size_t max_bytes_per_run = 512u << 20;     // keys + values, per (run id, generation)
+  std::size_t max_keys_per_run = kDefaultKeysPerRun;    // per run id, all its generations together
+  std::size_t max_bytes_per_run = kDefaultBytesPerRun;  // keys + values + event texts, per run id
+  std::size_t max_keys_total = 1000000;           // every run of this server together
+  std::size_t max_bytes_total = 1u << 30;         // 1 GiB, every run of this server together
+  std::size_t max_connections = 65536;            // open at once (lowered to fit RLIMIT_NOFILE)
+  std::size_t max_pending = 1024;                 // in the handshake at once; the oldest makes room
   std::chrono::milliseconds frame_timeout{10000};      // a frame must arrive whole within this
   std::chrono::milliseconds handshake_timeout{10000};  // hello..auth must finish within this
   int backlog = 4096;

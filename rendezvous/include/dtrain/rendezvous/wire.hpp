@@ -23,19 +23,21 @@
 
 namespace dtrain::rdzv::wire {
 
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;  // 2: the client proves first (welcome carries the server's proof)
 inline constexpr std::size_t kHeaderBytes = 4;
 inline constexpr std::size_t kMaxKey = 1024;              // bytes of one key
 inline constexpr std::size_t kMaxValue = 1u << 20;        // 1 MiB, one value
 inline constexpr std::size_t kMaxFrame = (1u << 21);      // 2 MiB, one frame body
 inline constexpr std::size_t kMaxArgs = 65536;
+// Before the handshake finished a frame may hold at most this (a hello with a 1 KiB run id fits).
+inline constexpr std::size_t kMaxHandshakeFrame = 4096;
 
 enum class Op : std::uint8_t {
   // handshake
   hello = 1,      // C->S  [proto, client_name, run_id, generation, client_nonce, has_token]
-  challenge = 2,  // S->C  [server_nonce, server_proof, token_required]
+  challenge = 2,  // S->C  [server_nonce, token_required]
   auth = 3,       // C->S  [client_proof]
-  welcome = 4,    // S->C  [peer_address_seen_by_server]
+  welcome = 4,    // S->C  [peer_address_seen_by_server, server_proof]  (only after the client's proof checked)
   // store
   set = 10,          // [key, value]                       -> ok
   get = 11,          // [key, timeout_ms]                  -> value [value] | error timeout
@@ -118,6 +120,8 @@ class Decoder {
   std::optional<Frame> next();
   // Bytes of an unfinished frame are buffered (a peer stalled mid-frame keeps this true).
   bool partial() const { return buf_.size() > pos_; }
+  // Changes the frame limit (the server raises it once the handshake is done).
+  void set_max_frame(std::size_t max_frame) { max_frame_ = max_frame; }
   std::size_t buffered() const { return buf_.size() - pos_; }
 
  private:
