@@ -7,6 +7,7 @@
 
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/params.hpp"
+#include "progress.hpp"
 
 namespace dtrain::coll {
 namespace {
@@ -102,6 +103,7 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
   d.root = kind == OpKind::broadcast ? root : 0;
   d.count = count;
   d.deadline = Clock::now() + cfg_.timeout;
+  progress::note(d);
   return d;
 }
 
@@ -115,6 +117,7 @@ void Communicator::mark_failed(dtrain_status_t status, const std::string& msg) n
 
 template <class F>
 void Communicator::run(F&& body) {
+  progress::Scope published;  // the agent sees the call begin and end (progress.hpp)
   try {
     body();
   } catch (const CollError& e) {
