@@ -99,13 +99,16 @@ void write(Level level, Subsys, const char* file, int line, std::string_view msg
     std::lock_guard lock(g_tag_mutex);
     tag = g_tag;
   }
+  // the source location is for developers: shown under DTRAIN_LOG=debug (or trace) only
+  ensure_init();
+  bool located = g_level.load(std::memory_order_relaxed) >= int(Level::debug);
+  const char* base = std::strrchr(file, '/');
+  std::string where = located ? fmt::format(" [{}:{}]", base ? base + 1 : file, line) : std::string();
   std::string out;
-  if (level <= Level::warn || level >= Level::debug) {
-    const char* base = std::strrchr(file, '/');
-    out = fmt::format("{}: {}: {} [{}:{}]\n", tag, level_name(level), msg, base ? base + 1 : file, line);
-  } else {
-    out = fmt::format("{}: {}\n", tag, msg);
-  }
+  if (level <= Level::warn || level >= Level::debug)
+    out = fmt::format("{}: {}: {}{}\n", tag, level_name(level), msg, where);
+  else
+    out = fmt::format("{}: {}{}\n", tag, msg, where);
   // One write(2) per line so lines from several threads or processes never mix.
   ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
   (void)ignored;
