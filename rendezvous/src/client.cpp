@@ -273,7 +273,8 @@ std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
   std::unique_ptr<TcpStore> s(new TcpStore(opts));
   s->cancel_fd_ = opts.cancel ? opts.cancel->fd() : -1;
   auto cancelled = [&] { return Cancelled(fmt::format("rendezvous {}: connect cancelled", s->endpoint())); };
-  auto deadline = Clock::now() + opts.connect_timeout;
+  const auto began = Clock::now();
+  auto deadline = began + opts.connect_timeout;
   milliseconds backoff{50};
   std::string last_error;
   for (;;) {
@@ -302,6 +303,7 @@ std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
       ::freeaddrinfo(res);
     }
     if (s->fd_ >= 0) break;
+    if (opts.on_retry) opts.on_retry(std::chrono::duration_cast<milliseconds>(Clock::now() - began), last_error);
     if (Clock::now() + backoff >= deadline)
       throw IoError(fmt::format("cannot reach the rendezvous at {} within {} ms: {}; is the store (node 0's agent or "
                                 "`dtrain rendezvous serve`) running there?",

@@ -24,6 +24,9 @@ constexpr milliseconds kOpTimeout{60000};
 }  // namespace
 
 std::string JoinProgress::line() const {
+  if (!reachable)
+    return fmt::format("waiting for the rendezvous at {} (not reachable yet) {} s / {} s", endpoint,
+                       elapsed.count() / 1000, timeout.count() / 1000);
   return fmt::format("waiting for nodes {}/{} (missing: {}) {} s / {} s", joined, instances, missing,
                      elapsed.count() / 1000, timeout.count() / 1000);
 }
@@ -79,6 +82,7 @@ JoinResult NodeSession::run_join(TcpStore& conn, const ProgressFn& progress) {
     p.joined = int(f.i64_at(0));
     p.instances = int(f.i64_at(1));
     p.missing = std::string(f.str_at(2));
+    p.endpoint = conn.endpoint();
     p.elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
     p.timeout = opts_.join_timeout;
     progress(p);
@@ -106,6 +110,17 @@ JoinResult NodeSession::join(const ProgressFn& progress) {
   // Other nodes may start long before node 0 serves the store: keep trying for the join timeout.
   co.connect_timeout = std::max(co.connect_timeout, opts_.join_timeout);
   co.cancel = join_cancel_;
+  if (progress)
+    co.on_retry = [&](milliseconds elapsed, const std::string& why) {
+      JoinProgress p;
+      p.reachable = false;
+      p.endpoint = net::endpoint_text(co.host, co.port);
+      p.why = why;
+      p.instances = opts_.instances;
+      p.elapsed = elapsed;
+      p.timeout = opts_.join_timeout;
+      progress(p);
+    };
   auto conn = connect_for_join(co);
   JoinResult r;
   std::exception_ptr failed;
@@ -212,6 +227,19 @@ void NodeSession::report_failure(int rank, int exit_code, int signal, const std:
   s->call(Frame(Op::report).i64(node).i64(rank).i64(exit_code).i64(signal).str(message.substr(0, 4000)), kOpTimeout);
 }
 
+void NodeSession::report_stop(int exit_code, int signal, const std::string& message) {
+  TcpStore* s;
+  int node;
+  {
+    std::lock_guard lock(mu_);
+    s = session_.get();
+    node = result_.self.node_rank;
+  }
+  DTRAIN_CHECK(s != nullptr, "report_stop before join");
+  s->call(Frame(Op::report).i64(node).i64(-1).i64(exit_code).i64(signal).str(message.substr(0, 4000)).str("stopped"),
+          kOpTimeout);
+}
+
 std::optional<Event> NodeSession::finish(milliseconds timeout) {
   DTRAIN_CHECK(session_ != nullptr, "finish before join");
   stop_heartbeats();
@@ -278,7 +306,7 @@ void NodeSession::emit(const Event& e) {
       if (server_lost_emitted_ || finished_) return;
       server_lost_emitted_ = true;
     }
-    if (!root_ && (e.kind == "failure" || e.kind == "lost")) {
+    if (!root_ && (e.kind == "failure" || e.kind == "stopped" || e.kind == "lost")) {
       root_ = e;
       if (in_barrier_ && session_) session_->close();  // ends the leave call at once
       cv_.notify_all();

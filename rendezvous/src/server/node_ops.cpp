@@ -62,7 +62,9 @@ void on_report(Conn& c, const Frame& f) {
   e.signal = int(f.i64_at(3));
   e.message = std::string(f.str_at(4).substr(0, 4096));
   if (c.node != nullptr) e.host = c.node->host;
-  publish_event(*c.scope, EventKind::failure, std::move(e));
+  // an optional 6th argument: "stopped" when the node stops on its own (a signal, a time limit)
+  bool stopped = f.args.size() > 5 && f.str_at(5) == "stopped";
+  publish_event(*c.scope, stopped ? EventKind::stopped : EventKind::failure, std::move(e));
   send(c, Frame(Op::ok));
 }
 

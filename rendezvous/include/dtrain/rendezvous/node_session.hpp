@@ -73,12 +73,16 @@ struct JoinResult {
 };
 
 struct JoinProgress {
+  bool reachable = true;          // false: the rendezvous does not answer yet (node 0 not up)
+  std::string endpoint;           // "host:port" of the rendezvous
+  std::string why;                // !reachable: the last connect error
   int joined = 0;
   int instances = 0;
   std::string missing;            // "node 2", "1 more node(s)", ...
   std::chrono::milliseconds elapsed{0};
   std::chrono::milliseconds timeout{0};
-  // "waiting for nodes 2/3 (missing: node 2) 12 s / 600 s"
+  // "waiting for nodes 2/3 (missing: node 2) 12 s / 600 s", or
+  // "waiting for the rendezvous at 10.0.0.1:29400 (not reachable yet) 12 s / 600 s"
   std::string line() const;
 };
 
@@ -118,6 +122,9 @@ class NodeSession {
   void set_local_state(std::string state, int running, int exited, int restarts);
   // Reports a failed worker; every agent (this one too) then sees a "failure" event.
   void report_failure(int rank, int exit_code, int signal, const std::string& message);
+  // Reports that this node stops on its own (a signal, a time limit, a hang) with `exit_code`;
+  // every agent sees a "stopped" event whose message is `message` ("interrupted (SIGINT)").
+  void report_stop(int exit_code, int signal, const std::string& message);
   // Exit barrier, after this node's work succeeded. Returns nullopt once every node finished (the
   // node is "done": its disconnect is not a loss). Returns the failure event when another node's
   // failure ends the wait (or had already happened in this generation: the barrier cannot complete).
