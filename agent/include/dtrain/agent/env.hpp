@@ -21,6 +21,7 @@ struct EnvContext {
   std::string local_addr = "127.0.0.1";
   std::string plan_path;       // DTRAIN_PLAN
   int cores = 1;               // CPUs this agent may use (OMP_NUM_THREADS default)
+  std::string role = "default";  // ROLE_NAME
 };
 
 // base (the agent's environment) < spec `env` < the contract variables; OMP_NUM_THREADS is set to
