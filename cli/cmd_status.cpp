@@ -1,18 +1,22 @@
 // dtrain status --rdzv ADDR:PORT [--token-file F] [--run-id ID] [--json] [--watch] [--interval S]:
-// the nodes of a job as the rendezvous sees them.
+// the nodes of a job as the rendezvous sees them. Without --rdzv: the jobs this machine runs, rank by
+// rank, with each worker's last collective and the ranks that are stuck (agent/hang.hpp).
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <thread>
 
 #include "app.hpp"
+#include "dtrain/agent/hang.hpp"
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/progress_page.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/text.hpp"
@@ -84,7 +88,37 @@ std::string run_text(const rdzv::RunStatus& r) {
   return out;
 }
 
+// A rank waiting longer than this in one collective is shown as stuck (unless the job sets
+// output.hang_timeout_s, which is then the threshold).
+constexpr double kStuckAfterS = 10;
+
+std::string local_snapshot(const StatusArgs& a) {
+  std::string out, items;
+  for (const auto& run : agent::local_runs()) {
+    if (!a.run_id.empty() && run.run_id != a.run_id) continue;
+    auto pages = agent::read_progress(std::filesystem::path(run.run_dir) / "progress");
+    auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(kStuckAfterS));
+    if (a.json) {
+      items += fmt::format("{}{{\"run_id\":{},\"node_rank\":{},\"pid\":{},\"run_dir\":{},\"stuck\":{},"
+                           "\"verdict\":{},\"ranks\":[", items.empty() ? "" : ",", json_escape(run.run_id),
+                           run.node_rank, run.pid, json_escape(run.run_dir), d.hung ? "true" : "false",
+                           json_escape(d.verdict));
+      for (std::size_t i = 0; i < d.lines.size(); ++i)
+        items += (i ? "," : "") + json_escape(d.lines[i]);
+      items += "]}";
+      continue;
+    }
+    out += fmt::format("{}run {}  node {}  agent pid {}  ({})\n", out.empty() ? "" : "\n", run.run_id, run.node_rank,
+                       run.pid, run.run_dir);
+    for (const auto& l : d.lines) out += "  " + l + "\n";
+    if (d.hung) out += "  stuck: " + d.verdict + "\n";
+  }
+  if (a.json) return "{\"runs\":[" + items + "]}\n";
+  return out.empty() ? "no dtrain job runs on this machine (for this user)\n" : out;
+}
+
 std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
+  if (a.rdzv.empty()) return local_snapshot(a);
   std::vector<std::string> runs;
   if (!a.run_id.empty()) runs.push_back(a.run_id);
   else runs = rdzv::list_runs(co);
@@ -103,12 +137,14 @@ std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
 }
 
 int status(const StatusArgs& a) {
-  auto hp = net::parse_host_port(a.rdzv, "--rdzv");
   if (a.interval_s <= 0) throw ConfigError(fmt::format("--interval {}: must be positive", a.interval_s));
   rdzv::ClientOptions co;
-  co.host = hp.host;
-  co.port = hp.port;
-  co.token = rdzv::auth::resolve_token(a.token_file);
+  if (!a.rdzv.empty()) {
+    auto hp = net::parse_host_port(a.rdzv, "--rdzv");
+    co.host = hp.host;
+    co.port = hp.port;
+    co.token = rdzv::auth::resolve_token(a.token_file);
+  }
   co.run_id = a.run_id;
   co.client_name = "dtrain status";
   co.connect_timeout = std::chrono::milliseconds(5000);
@@ -146,8 +182,9 @@ int status(const StatusArgs& a) {
 
 void register_status(CLI::App& app, Runner& run) {
   auto args = std::make_shared<StatusArgs>();
-  CLI::App* sub = app.add_subcommand("status", "show the nodes of a job as its rendezvous sees them");
-  sub->add_option("--rdzv", args->rdzv, "ADDR:PORT of the rendezvous")->required();
+  CLI::App* sub = app.add_subcommand("status", "show the jobs of this machine rank by rank (stuck ranks and where), "
+                                               "or with --rdzv the nodes of a job as its rendezvous sees them");
+  sub->add_option("--rdzv", args->rdzv, "ADDR:PORT of the rendezvous (default: the jobs running on this machine)");
   sub->add_option("--token-file", args->token_file,
                   "file whose first line is the shared token (default: DTRAIN_RDZV_TOKEN)");
   sub->add_option("--run-id", args->run_id, "show only this run (default: every run the rendezvous knows)");
