@@ -9,6 +9,7 @@ packages=(
   openmpi-bin libopenmpi-dev   # peer for bench/ and MPI_Allreduce probe
   iproute2 procps util-linux   # network-namespace tests, process checks
   groff-base                   # man page rendering check
+  python3-torch python3-numpy  # the torchrun-style launch of a real PyTorch DDP script (tests/examples)
 )
 
 missing=()
