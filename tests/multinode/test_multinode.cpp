@@ -22,6 +22,7 @@
 
 #include "../agent/agent_test_util.hpp"
 #include "dtrain/common/net.hpp"
+#include "dtrain/common/system.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 
 extern char** environ;
@@ -100,7 +101,7 @@ std::map<std::string, std::string> env_file(const fs::path& p) {
 struct Job {
   TempDir t;
   int port = free_port();
-  std::string token = "tok-" + agent_test::unique_marker();
+  std::string token = dtrain::sys::random_hex(16);  // 32 characters
   std::string marker = agent_test::unique_marker();
   std::string job;
 
@@ -354,14 +355,91 @@ TEST_CASE("node 0's agent SIGKILLed: the others lose the rendezvous and exit wit
   CHECK(j.no_workers_left());
 }
 
-TEST_CASE("SIGTERM to node 0's agent: it exits 143, the other node loses the rendezvous (69)") {
+TEST_CASE("SIGTERM to node 0's agent: every node exits 143, told that node 0 was terminated, not lost") {
   Job j(2, 1, "exec sleep 60");
   Node n0 = j.node(0), n1 = j.node(1);
   REQUIRE(agent_test::wait_until([&] { return j.have_env(0, 0) && j.have_env(1, 0); }, 40));
   ::kill(n0.pid, SIGTERM);
   CHECK_MESSAGE(finish(n0, 30) == 143, err_of(n0));
-  CHECK_MESSAGE(finish(n1, 30) == 69, err_of(n1));
+  CHECK_MESSAGE(finish(n1, 30) == 143, err_of(n1));
+  std::string e1 = err_of(n1);
+  CHECK_MESSAGE(e1.find("node 0 (") != std::string::npos, e1);
+  CHECK_MESSAGE(e1.find(") interrupted (SIGTERM)") != std::string::npos, e1);
+  CHECK_MESSAGE(e1.find("lost") == std::string::npos, e1);
   CHECK(j.no_workers_left());
+}
+
+TEST_CASE("Ctrl-C on node 1: the others report \"node 1 interrupted (SIGINT)\" once and exit 130") {
+  Job j(3, 1, "exec sleep 60");
+  Node n0 = j.node(0), n1 = j.node(1), n2 = j.node(2);
+  REQUIRE(agent_test::wait_until([&] { return j.have_env(0, 0) && j.have_env(1, 0) && j.have_env(2, 0); }, 40));
+  ::kill(n1.pid, SIGINT);
+  CHECK_MESSAGE(finish(n1, 30) == 130, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 30) == 130, err_of(n0));
+  CHECK_MESSAGE(finish(n2, 30) == 130, err_of(n2));
+  for (Node* n : {&n0, &n2}) {
+    std::string e = err_of(*n);
+    INFO(e);
+    std::string event = ") interrupted (SIGINT)";
+    auto first = e.find(event);
+    REQUIRE(first != std::string::npos);
+    CHECK(e.rfind("node 1 (", first) != std::string::npos);
+    CHECK(e.find("stopping the local workers") != std::string::npos);
+    CHECK(e.find(event, first + 1) == e.rfind(event));  // the event, then the summary's cause: no repeats
+    CHECK(e.find("lost") == std::string::npos);
+  }
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("max_runtime_s on one node: the others stop with it (124), not as a lost node") {
+  Job j(2, 1, "exec sleep 60");
+  Node n0 = j.node(0), n1 = j.node(1, {"--set", "/max_runtime_s=3"});
+  CHECK_MESSAGE(finish(n1, 60) == 124, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 124, err_of(n0));
+  CHECK_MESSAGE(err_of(n0).find("stopped: max_runtime_s 3 passed") != std::string::npos, err_of(n0));
+  CHECK_MESSAGE(err_of(n0).find("lost") == std::string::npos, err_of(n0));
+}
+
+TEST_CASE("the remote root cause carries the failing rank's stderr tail") {
+  Job j(2, 1, "if [ \"$RANK\" = 1 ]; then i=0; while [ $i -lt 30 ]; do echo \"noise $i\" >&2; i=$((i+1)); done; "
+              "echo 'Traceback: ValueError: bad shape (1, 2)' >&2; sleep 0.2; exit 3; fi; exec sleep 60");
+  Node n0 = j.node(0), n1 = j.node(1);
+  CHECK_MESSAGE(finish(n1, 60) == 3, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 60) == 3, err_of(n0));
+  std::string e0 = err_of(n0);
+  CHECK_MESSAGE(e0.find("rank 1 exited with code 3") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("last lines of its stderr:") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("    | Traceback: ValueError: bad shape (1, 2)") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("| noise 29") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("| noise 5\n") == std::string::npos, e0);  // bounded: the last lines only
+}
+
+TEST_CASE("a node that is not node 0 says at once, and every few seconds, that it waits for the rendezvous") {
+  Job j(2, 1, "exit 0");
+  Node n1 = start(j.t, "node1", {j.job, "--node-rank", "1"});  // the default: shown, as lines when not a terminal
+  std::string want = fmt::format("dtrain: waiting for the rendezvous at 127.0.0.1:{} (not reachable yet) ", j.port);
+  CHECK_MESSAGE(agent_test::wait_until([&] { return err_of(n1).find(want) != std::string::npos; }, 10), err_of(n1));
+  CHECK_MESSAGE(agent_test::wait_until([&] {
+    std::string e = err_of(n1);
+    auto first = e.find(want);
+    return first != std::string::npos && e.find(want, first + 1) != std::string::npos;
+  }, 15), err_of(n1));
+  Node n0 = j.node(0);
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+}
+
+TEST_CASE("a clean run: one summary line on each node, no warning") {
+  Job j(2, 2, "exit 0");
+  Node n0 = j.node(0), n1 = j.node(1);
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+  for (Node* n : {&n0, &n1}) {
+    auto lines = agent_test::lines_of(err_of(*n));
+    INFO(err_of(*n));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].rfind("dtrain: job finished: 4 ranks (2 on this node) exited 0 in ", 0) == 0);
+  }
 }
 
 TEST_CASE("a wrong token is refused with 77; the job waits for the right node") {
@@ -377,18 +455,36 @@ TEST_CASE("a wrong token is refused with 77; the job waits for the right node") 
   CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
 }
 
-TEST_CASE("nodes that disagree are refused with a named error (2): duplicate node rank, different cluster shape") {
+TEST_CASE("a duplicate node rank is refused with a named error (2); the right node still completes the job") {
   Job j(2, 1, "exit 0");
   Node n0 = j.node(0);
   REQUIRE(listening(j.port));  // node 0 serves; the duplicate must find the address taken
   Node dup = start(j.t, "dup", j.args(0));
   CHECK_MESSAGE(finish(dup, 60) == 2, err_of(dup));
   CHECK_MESSAGE(err_of(dup).find("node rank 0") != std::string::npos, err_of(dup));
-  Node shape = start(j.t, "shape", j.args(1, {"--nproc-per-node", "2"}));
-  CHECK_MESSAGE(finish(shape, 60) == 2, err_of(shape));
-  Node n1 = j.node(1);  // the right node still completes the job
+  Node n1 = j.node(1);
   CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
   CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+}
+
+TEST_CASE("nodes whose jobs differ: every node exits 2 at once, naming the fields and values") {
+  Job j(2, 1, "exit 0");
+  Node n0 = j.node(0);
+  REQUIRE(listening(j.port));
+  auto t0 = std::chrono::steady_clock::now();
+  Node n1 = j.node(1, {"--nproc-per-node", "2", "--set", "/batch={\"per_replica\": 4}"});
+  CHECK_MESSAGE(finish(n1, 30) == 2, err_of(n1));
+  CHECK_MESSAGE(finish(n0, 30) == 2, err_of(n0));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));  // not the join timeout (40 s)
+  for (Node* n : {&n0, &n1}) {
+    std::string e = err_of(*n);
+    INFO(e);
+    CHECK(e.find("spec mismatch between node 0 (") != std::string::npos);
+    CHECK(e.find("procs_per_instance: '1' on node 0 (") != std::string::npos);
+    CHECK(e.find("'2' on node 1 (") != std::string::npos);
+    CHECK(e.find("batch: 'none' on node 0") != std::string::npos);
+    CHECK(e.find("'global 16, micro_batches 1, epochs 1' on node 1") != std::string::npos);
+  }
 }
 
 TEST_CASE("join timeout: 75, naming the node that never came") {
