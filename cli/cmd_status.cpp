@@ -53,15 +53,25 @@ std::string json_escape(const std::string& s) {
   return out + "\"";
 }
 
-std::string run_json(const rdzv::RunStatus& r) {
+// "[\"rank 0: ...\", ...]" of a node's progress text
+std::string lines_json(const std::string& text) {
+  std::string out;
+  for (const auto& l : text::split(text, '\n'))
+    if (!l.empty()) out += (out.empty() ? "" : ",") + json_escape(l);
+  return "[" + out + "]";
+}
+
+// `progress`: what each node published (rdzv::query_progress), in the order of r.nodes
+std::string run_json(const rdzv::RunStatus& r, const std::vector<std::string>& progress) {
   std::string nodes;
-  for (const auto& n : r.nodes) {
+  for (std::size_t i = 0; i < r.nodes.size(); ++i) {
+    const auto& n = r.nodes[i];
     if (!nodes.empty()) nodes += ",";
     nodes += fmt::format(
         "{{\"node_rank\":{},\"host\":{},\"addr\":{},\"state\":{},\"slots\":{},\"workers_running\":{},"
-        "\"workers_exited\":{},\"restarts\":{},\"heartbeat_age_s\":{:.1f}}}",
+        "\"workers_exited\":{},\"restarts\":{},\"heartbeat_age_s\":{:.1f},\"progress\":{}}}",
         n.node_rank, json_escape(n.host), json_escape(n.addr), json_escape(n.state), n.slots, n.running, n.exited,
-        n.restarts, double(n.heartbeat_age_ms) / 1000.0);
+        n.restarts, double(n.heartbeat_age_ms) / 1000.0, lines_json(i < progress.size() ? progress[i] : ""));
   }
   return fmt::format(
       "{{\"run_id\":{},\"generation\":{},\"instances\":{},\"joined\":{},\"complete\":{},\"world_size\":{},"
@@ -70,7 +80,7 @@ std::string run_json(const rdzv::RunStatus& r) {
       json_escape(r.master_addr), r.master_port, r.root_cause.empty() ? "null" : json_escape(r.root_cause), nodes);
 }
 
-std::string run_text(const rdzv::RunStatus& r) {
+std::string run_text(const rdzv::RunStatus& r, const std::vector<std::string>& progress) {
   std::string out = fmt::format("run {}  generation {}  nodes {}/{}", r.run_id, r.generation, r.joined, r.instances);
   if (r.closed) out += fmt::format("  world size {}  master {}:{}", r.world_size, r.master_addr, r.master_port);
   else out += "  (joining)";
@@ -85,19 +95,28 @@ std::string run_text(const rdzv::RunStatus& r) {
     out += fmt::format("{:<5} {:<{}} {:<9} {:>7} {:>6} {:>8}  {:.1f} s ago\n", rank, n.host, hw, n.state, n.running,
                        n.exited, n.restarts, double(n.heartbeat_age_ms) / 1000.0);
   }
+  for (std::size_t i = 0; i < r.nodes.size() && i < progress.size(); ++i) {
+    if (progress[i].empty()) continue;
+    out += fmt::format("node {} ({}), at its last heartbeat:\n", r.nodes[i].node_rank, r.nodes[i].host);
+    for (const auto& l : text::split(progress[i], '\n')) out += "  " + l + "\n";
+  }
   return out;
 }
 
-// A rank waiting longer than this in one collective is shown as stuck (unless the job sets
-// output.hang_timeout_s, which is then the threshold).
-constexpr double kStuckAfterS = 10;
+// The status of one run and, once its nodes joined, where their ranks are.
+std::pair<rdzv::RunStatus, std::vector<std::string>> run_of(const rdzv::ClientOptions& co, const std::string& id) {
+  auto st = rdzv::query_status(co, id);
+  std::vector<std::string> progress;
+  if (st.closed) progress = rdzv::query_progress(co, st);
+  return {st, progress};
+}
 
 std::string local_snapshot(const StatusArgs& a) {
   std::string out, items;
   for (const auto& run : agent::local_runs()) {
     if (!a.run_id.empty() && run.run_id != a.run_id) continue;
     auto pages = agent::read_progress(std::filesystem::path(run.run_dir) / "progress");
-    auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(kStuckAfterS));
+    auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(agent::kStuckAfterS));
     if (a.json) {
       items += fmt::format("{}{{\"run_id\":{},\"node_rank\":{},\"pid\":{},\"run_dir\":{},\"stuck\":{},"
                            "\"verdict\":{},\"ranks\":[", items.empty() ? "" : ",", json_escape(run.run_id),
@@ -125,13 +144,17 @@ std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
   std::string out;
   if (a.json) {
     std::string items;
-    for (const auto& id : runs) items += (items.empty() ? "" : ",") + run_json(rdzv::query_status(co, id));
+    for (const auto& id : runs) {
+      auto [st, progress] = run_of(co, id);
+      items += (items.empty() ? "" : ",") + run_json(st, progress);
+    }
     return "{\"rendezvous\":" + json_escape(a.rdzv) + ",\"runs\":[" + items + "]}\n";
   }
   if (runs.empty()) return fmt::format("no job has joined the rendezvous at {} yet\n", a.rdzv);
   for (const auto& id : runs) {
-    auto st = rdzv::query_status(co, id);
-    out += (out.empty() ? "" : "\n") + (st.instances == 0 ? fmt::format("run {}: no node has joined\n", id) : run_text(st));
+    auto [st, progress] = run_of(co, id);
+    out += (out.empty() ? "" : "\n") +
+           (st.instances == 0 ? fmt::format("run {}: no node has joined\n", id) : run_text(st, progress));
   }
   return out;
 }

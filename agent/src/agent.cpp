@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -282,7 +283,7 @@ void Agent::Impl::arm_runtime() {
 
 // Once a second: the workers' progress pages; a wait longer than hang_timeout_s is a hang.
 void Agent::Impl::arm_progress() {
-  if (!opt.hang_timeout_s || board.empty()) return;
+  if ((!opt.hang_timeout_s && !hooks.on_progress) || board.empty()) return;
   uv_timer_start(progress_timer.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->check_progress(); });
@@ -291,8 +292,11 @@ void Agent::Impl::arm_progress() {
 
 void Agent::Impl::check_progress() {
   if (machine.state() != JobState::running) return;
-  Diagnosis d = diagnose(board.snapshot(), progress::now_ns(), *opt.hang_timeout_s);
-  if (!d.hung) return;
+  auto pages = board.snapshot();
+  Diagnosis d = diagnose(pages, progress::now_ns(), opt.hang_timeout_s.value_or(kStuckAfterS));
+  bool used = std::any_of(pages.begin(), pages.end(), [](const RankProgress& r) { return r.page.valid; });
+  if (used && hooks.on_progress) hooks.on_progress(diagnosis_text(d));
+  if (!d.hung || !opt.hang_timeout_s) return;
   result.hang = d.lines;
   apply(job::Hung{fmt::format("hang: {} (output.hang_timeout_s {})", d.verdict, *opt.hang_timeout_s)});
 }

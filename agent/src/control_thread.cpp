@@ -30,6 +30,8 @@ AgentHooks ControlThread::hooks() {
   h.on_state = [this](JobState s, int g) { push(bridge::AgentState{s, g}); };
   h.on_local_failure = [this](const WorkerExit& w, int g) { push(bridge::LocalFailure{w, g}); };
   h.on_self_stop = [this](const SelfStop& s, int g) { push(bridge::SelfStopped{s, g}); };
+  // thread-safe, and the session outlives the agent: no need to pass through the queue
+  h.on_progress = [this](const std::string& text) { session_->set_progress(text); };
   return h;
 }
 

@@ -44,6 +44,13 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return out;
 }
 
+std::string diagnosis_text(const Diagnosis& d) {
+  std::string out;
+  for (const auto& l : d.lines) out += (out.empty() ? "" : "\n") + l;
+  if (d.hung) out += "\nstuck: " + d.verdict;
+  return out;
+}
+
 Diagnosis diagnose(const std::vector<RankProgress>& ranks, std::int64_t now, double threshold_s) {
   Diagnosis d;
   const auto threshold_ns = static_cast<std::int64_t>(threshold_s * 1e9);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <exception>
+#include <utility>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
@@ -215,7 +216,14 @@ void NodeSession::set_local_state(std::string state, int running, int exited, in
   restarts_ = restarts;
 }
 
-void NodeSession::report_failure(int rank, int exit_code, int signal, const std::string& message) {
+void NodeSession::set_progress(std::string text) {
+  std::lock_guard lock(mu_);
+  progress_ = std::move(text);
+}
+
+std::string NodeSession::progress_key(int node_rank) { return fmt::format("dtrain/progress/node-{}", node_rank); }
+
+void NodeSession::report(int rank, int exit_code, int signal, const std::string& message, const char* kind) {
   TcpStore* s;
   int node;
   {
@@ -223,21 +231,19 @@ void NodeSession::report_failure(int rank, int exit_code, int signal, const std:
     s = session_.get();
     node = result_.self.node_rank;
   }
-  DTRAIN_CHECK(s != nullptr, "report_failure before join");
-  s->call(Frame(Op::report).i64(node).i64(rank).i64(exit_code).i64(signal).str(message.substr(0, 4000)), kOpTimeout);
+  DTRAIN_CHECK(s != nullptr, "report before join");
+  Frame f(Op::report);
+  f.i64(node).i64(rank).i64(exit_code).i64(signal).str(message.substr(0, 4000));
+  if (kind != nullptr) f.str(kind);
+  s->call(f, kOpTimeout);
+}
+
+void NodeSession::report_failure(int rank, int exit_code, int signal, const std::string& message) {
+  report(rank, exit_code, signal, message, nullptr);
 }
 
 void NodeSession::report_stop(int exit_code, int signal, const std::string& message) {
-  TcpStore* s;
-  int node;
-  {
-    std::lock_guard lock(mu_);
-    s = session_.get();
-    node = result_.self.node_rank;
-  }
-  DTRAIN_CHECK(s != nullptr, "report_stop before join");
-  s->call(Frame(Op::report).i64(node).i64(-1).i64(exit_code).i64(signal).str(message.substr(0, 4000)).str("stopped"),
-          kOpTimeout);
+  report(-1, exit_code, signal, message, "stopped");
 }
 
 std::optional<Event> NodeSession::finish(milliseconds timeout) {
@@ -330,9 +336,12 @@ void NodeSession::heartbeat_loop() {
     Frame hb(Op::heartbeat);
     hb.str(state_).i64(running_).i64(exited_).i64(restarts_);
     TcpStore* s = session_.get();
+    std::optional<std::string> progress = std::exchange(progress_, std::nullopt);
+    int node = result_.self.node_rank;
     lock.unlock();
     try {
       s->call(hb, kOpTimeout);
+      if (progress) s->set(progress_key(node), as_bytes(*progress));
     } catch (const Error& e) {
       lock.lock();
       if (hb_stop_) return;
@@ -386,6 +395,21 @@ std::vector<std::string> list_runs(const ClientOptions& opts) {
   Frame r = s->call(Frame(Op::list_runs), kOpTimeout);
   std::vector<std::string> out;
   for (const auto& a : r.args) out.push_back(to_string(a));
+  return out;
+}
+
+std::vector<std::string> query_progress(const ClientOptions& opts, const RunStatus& st) {
+  std::vector<std::string> out(st.nodes.size());
+  if (st.nodes.empty()) return out;
+  ClientOptions co = opts;
+  co.run_id = st.run_id;
+  co.generation = static_cast<int>(st.generation);
+  auto s = connect_store(co);
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    if (st.nodes[i].node_rank < 0) continue;
+    std::vector<std::string> key{NodeSession::progress_key(st.nodes[i].node_rank)};
+    if (s->check(key)) out[i] = to_string(s->get(key[0], kOpTimeout));
+  }
   return out;
 }
 

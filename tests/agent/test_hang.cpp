@@ -74,6 +74,15 @@ TEST_SUITE("agent::hang") {
                        "its last collective, allreduce #56 (64 B), returned 32.0 s ago; rank 4 made no collective call");
   }
 
+  TEST_CASE("the text a node publishes: its lines, then the verdict once stuck") {
+    std::int64_t now = 100 * kS;
+    auto ok = diagnose({in_call(0, pg::Op::barrier, 1, 0, now - kS)}, now, 10);
+    CHECK(dtrain::agent::diagnosis_text(ok) == "rank 0: in barrier #1 (0 B) for 1.0 s");
+    auto stuck = diagnose({in_call(0, pg::Op::barrier, 1, 0, now - 20 * kS)}, now, 10);
+    CHECK(dtrain::agent::diagnosis_text(stuck) ==
+          "rank 0: in barrier #1 (0 B) for 20.0 s\nstuck: no progress for 20 s: rank 0 waits in barrier #1 (0 B)");
+  }
+
   TEST_CASE("ranks_text and bytes_text") {
     CHECK(dtrain::agent::ranks_text({0, 1, 2, 5, 7, 8}) == "0-2, 5, 7-8");
     CHECK(dtrain::agent::bytes_text(1000) == "1000 B");

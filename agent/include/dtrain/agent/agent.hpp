@@ -125,6 +125,9 @@ struct AgentHooks {
   std::function<void(const WorkerExit&, int generation)> on_local_failure;
   // This node stops on its own (a signal, max_runtime_s, a hang): called before `stopping`.
   std::function<void(const SelfStop&, int generation)> on_self_stop;
+  // Every second while workers run: where each local rank is (hang.hpp's lines, and a "stuck: ..."
+  // line past the threshold), when some worker uses the collectives library.
+  std::function<void(const std::string& text)> on_progress;
 };
 
 struct AgentResult {

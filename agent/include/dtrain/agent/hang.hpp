@@ -22,6 +22,9 @@ struct RankProgress {
   progress::Snapshot page;
 };
 
+// A rank in one call this long is called stuck when the job sets no output.hang_timeout_s.
+inline constexpr double kStuckAfterS = 10;
+
 struct Diagnosis {
   bool hung = false;               // a rank has been in one call for at least the threshold
   std::string verdict;             // "no progress for 31 s: ranks 0-2 wait in allreduce #57 (4.0 MiB); rank 3 ..."
@@ -30,6 +33,8 @@ struct Diagnosis {
 
 // `now_ns` on the pages' clock (CLOCK_MONOTONIC); `threshold_s` > 0.
 Diagnosis diagnose(const std::vector<RankProgress>& ranks, std::int64_t now_ns, double threshold_s);
+// The lines, then "stuck: <verdict>" when hung: what `dtrain status` shows of a node.
+std::string diagnosis_text(const Diagnosis& d);
 
 // The pages of a progress folder (rank-R files), read now; ranks in order.
 std::vector<RankProgress> read_progress(const std::filesystem::path& dir);
