@@ -138,7 +138,7 @@ void register_launch(CLI::App& app, Runner& run, const ProgramWords& words) {
                 "a job file, or (with neither) the built-in demo job");
   args->spec.program = &words;
   add_spec_options(sub, args->spec);
-  sub->add_option("--role", args->role, "the workers' ROLE_NAME (torchrun's)")->capture_default_str();
+  sub->add_option("--role", args->role, "the workers' ROLE_NAME (torchrun's; default: default)")->type_name("NAME");
   sub->add_option("--tee", args->tee, "torchrun's: these streams also go to log files (they always do with a log "
                                       "folder): 0-3 or LOCAL_RANK:N,...; keeps the logs")
       ->type_name("N");

@@ -43,18 +43,10 @@ namespace dtrain::agent {
 
 namespace fs = std::filesystem;
 
-const char* state_name(JobState s) {
-  switch (s) {
-    case JobState::starting: return "starting";
-    case JobState::running: return "running";
-    case JobState::stopping: return "stopping";
-    case JobState::restarting: return "restarting";
-    case JobState::done: return "done";
-  }
-  return "?";
-}
-
 namespace {
+
+// How long a local failure waits for the rest of its stderr before the other nodes hear of it.
+constexpr std::uint64_t kTailWaitMs = 500;
 
 std::uint64_t to_ms(double s) { return s <= 0 ? 0 : static_cast<std::uint64_t>(s * 1000.0 + 0.5); }
 
@@ -87,7 +79,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   bool events_closed = false;
   UvHandle<uv_async_t> async;
   UvHandle<uv_signal_t> signals[5];
-  UvHandle<uv_timer_t> grace_timer, backoff_timer, runtime_timer, progress_timer;
+  UvHandle<uv_timer_t> grace_timer, backoff_timer, runtime_timer, progress_timer, failure_timer;
 
   Terminal terminal;
   OutputRouter router;
@@ -239,7 +231,7 @@ void Agent::Impl::open_loop() {
   group.open(&loop, {helper.exe, helper.exec_word, std::to_string(::getpid()), command, workdir.string()});
   guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd);
   watch_signals();
-  for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer, &progress_timer}) {
+  for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer, &progress_timer, &failure_timer}) {
     rc = t->init([&](uv_timer_t* h) { return uv_timer_init(&loop, h); }, this);
     if (rc < 0) throw IoError(fmt::format("uv_timer_init: {}", uv_strerror(rc)));
   }
@@ -325,6 +317,7 @@ void Agent::Impl::close_control_handles() {
   backoff_timer.close();
   runtime_timer.close();
   progress_timer.close();
+  failure_timer.close();
   group.close_timer();
   guardian.release();
 }
@@ -398,6 +391,12 @@ void Agent::Impl::execute(const job::LocalFailure& a) {
                              std::strerror(a.exit.exec_errno)));
   pending_failure.emplace(a.exit, machine.generation());
   flush_failure(false);
+  if (!pending_failure) return;
+  // a process that left the worker's group may hold its stderr: the others hear of it soon anyway
+  uv_timer_start(failure_timer.get(), [](uv_timer_t* t) noexcept {
+    auto* self = static_cast<Impl*>(t->data);
+    if (self != nullptr) guarded(*self, [&] { self->flush_failure(true); });
+  }, kTailWaitMs, 0);
 }
 
 // The hooks hear of the failure with the last lines of its stderr: once that worker's output is

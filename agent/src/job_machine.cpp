@@ -11,6 +11,17 @@
 
 namespace dtrain::agent {
 
+const char* state_name(JobState s) {
+  switch (s) {
+    case JobState::starting: return "starting";
+    case JobState::running: return "running";
+    case JobState::stopping: return "stopping";
+    case JobState::restarting: return "restarting";
+    case JobState::done: return "done";
+  }
+  return "?";
+}
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);

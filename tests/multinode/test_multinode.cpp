@@ -179,6 +179,22 @@ TEST_CASE("a failure with a restart left: every node re-joins under generation 1
   CHECK(env_file(j.t.path / "env-0-1")["MASTER_PORT"] == env_file(j.t.path / "env-1-1")["MASTER_PORT"]);
 }
 
+TEST_CASE("--master-port reaches every worker of every node exactly, in every generation") {
+  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; "
+              "[ \"$DTRAIN_GENERATION\" = 1 ] && exit 0; exec sleep 60",
+        R"(, "restart": {"max_restarts": 1})");
+  int port = free_port();
+  Node n0 = j.node(0, {"--master-port", std::to_string(port)}), n1 = j.node(1, {"--master-port", std::to_string(port)});
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+  for (int gen = 0; gen < 2; ++gen)
+    for (int rank = 0; rank < 2; ++rank) {
+      CAPTURE(gen);
+      CAPTURE(rank);
+      CHECK(env_file(j.t.path / fmt::format("env-{}-{}", rank, gen))["MASTER_PORT"] == std::to_string(port));
+    }
+}
+
 TEST_CASE("SIGINT while re-joining for a restart: the agent exits 130 at once, nothing left waiting") {
   // node 1 sits in a long backoff after its failure, so node 0 waits in the join of generation 1
   Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; exec sleep 60",
