@@ -17,30 +17,6 @@
 namespace dtrain::cli {
 namespace {
 
-// A command name close to `word`: text::closest, or for short command names up to two edits
-// (a swapped pair of letters, "plna"), or a unique prefix ("ren").
-std::optional<std::string> suggest(const std::string& word, const std::vector<std::string>& names) {
-  if (auto near = text::closest(word, names)) return near;
-  std::optional<std::string> best;
-  std::size_t best_d = 3;
-  int prefixed = 0;
-  std::string prefix_hit;
-  for (const auto& n : names) {
-    std::size_t d = text::edit_distance(word, n);
-    if (word.size() >= 3 && d < best_d) {
-      best = n;
-      best_d = d;
-    }
-    if (!word.empty() && n.rfind(word, 0) == 0) {
-      ++prefixed;
-      prefix_hit = n;
-    }
-  }
-  if (best) return best;
-  if (prefixed == 1) return prefix_hit;
-  return std::nullopt;
-}
-
 void register_help(CLI::App& app, Runner& run) {
   auto topic = std::make_shared<std::vector<std::string>>();
   CLI::App* sub = app.add_subcommand("help", "show help for dtrain or one of its commands");
@@ -93,15 +69,18 @@ void register_env(CLI::App& app, Runner& run) {
 }
 
 // The first word that is not an option must name a command; CLI11 alone would say only
-// "argument not expected", so answer with "did you mean".
-int check_command_word(CLI::App& app, int argc, char** argv) {
+// "argument not expected", so answer with "did you mean". `at` is where the command word is.
+int check_command_word(CLI::App& app, int argc, char** argv, int& at) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") break;
     if (!a.empty() && a[0] == '-') continue;
     std::vector<std::string> names;
     for (CLI::App* s : app.get_subcommands({})) {
-      if (s->get_name() == a) return -1;
+      if (s->get_name() == a) {
+        at = i;
+        return -1;
+      }
       names.push_back(s->get_name());
     }
     auto near = suggest(a, names);
@@ -123,26 +102,44 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Exit status: 0 ok, 2 usage or job spec error; see dtrain(1) for the full table.");
   Runner runner;
-  register_plan(app, runner);
-  register_launch(app, runner);
+  ProgramWords program;
+  register_plan(app, runner, program);
+  register_launch(app, runner, program);
   register_rendezvous(app, runner);
   register_status(app, runner);
   register_token(app, runner);
   register_env(app, runner);
   register_help(app, runner);
-  if (int rc = check_command_word(app, argc, argv); rc >= 0) return rc;
+  int at = -1;
+  if (int rc = check_command_word(app, argc, argv, at); rc >= 0) return rc;
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv, argv + argc);
+    if (at > 0 && (args[std::size_t(at)] == "launch" || args[std::size_t(at)] == "plan")) {
+      // the program and its arguments are not CLI11's (command_line.hpp)
+      std::vector<std::string> rest(args.begin() + at + 1, args.end());
+      args.resize(std::size_t(at) + 1);
+      for (auto& a : split_program(*app.get_subcommand(args.back()), rest, program)) args.push_back(std::move(a));
+    }
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    app.parse(static_cast<int>(cargs.size()), cargs.data());
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : exit_code::usage;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return exit_code::usage;
   }
   try {
     return runner ? runner() : exit_code::usage;
   } catch (const config::SpecError& e) {
     std::fprintf(stderr, "dtrain: %s\n", e.what());
     bool identity = false;
-    for (const auto& p : e.problems()) identity = identity || (!p.path.empty() && p.path[0] != '/' && p.path[0] != '-');
+    // a variable's name (SLURM_NODEID, SM_HOSTS, MASTER_PORT): the environment is at fault
+    auto variable = [](const std::string& s) {
+      return !s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == std::string::npos;
+    };
+    for (const auto& p : e.problems()) identity = identity || variable(p.path);
     std::fprintf(stderr, "hint: every job spec field, its type and default: man 5 dtrain-job%s\n",
                  identity ? "; node identity from the environment: man 1 dtrain (NODE IDENTITY)" : "");
     return exit_code::usage;

@@ -1,4 +1,5 @@
-// dtrain plan JOB.json [--json]: the computed plan, nothing started.
+// dtrain plan JOB.json [--json], or dtrain plan [OPTIONS] train.py [ARGS]: the computed plan,
+// nothing started; refused where dtrain launch would refuse (spec_options.hpp, preflight).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -10,18 +11,22 @@
 
 namespace dtrain::cli {
 
-void register_plan(CLI::App& app, Runner& run) {
+void register_plan(CLI::App& app, Runner& run, const ProgramWords& words) {
   struct Args {
     SpecArgs spec;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("plan", "show the computed plan of a job (cluster, ranks, batch), start nothing");
+  sub->footer("Refuses what dtrain launch refuses, with its message and exit status: 2 usage or spec error, 126/127 "
+              "command not executable/not found. See dtrain-plan(1).");
+  args->spec.program = &words;
   add_spec_options(sub, args->spec);
   sub->add_flag("--json", args->json, "print the plan as one JSON object");
   sub->callback([args, &run] {
     run = [args] {
       config::Plan plan = load_plan(args->spec, /*job_required=*/true);
+      if (int rc = preflight(plan, args->spec.insecure); rc != 0) return rc;
       std::string out = args->json ? config::plan_to_json(plan) + "\n" : config::plan_to_text(plan);
       std::fwrite(out.data(), 1, out.size(), stdout);
       return 0;

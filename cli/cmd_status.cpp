@@ -1,18 +1,22 @@
 // dtrain status --rdzv ADDR:PORT [--token-file F] [--run-id ID] [--json] [--watch] [--interval S]:
-// the nodes of a job as the rendezvous sees them.
+// the nodes of a job as the rendezvous sees them. Without --rdzv: the jobs this machine runs, rank by
+// rank, with each worker's last collective and the ranks that are stuck (agent/hang.hpp).
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <thread>
 
 #include "app.hpp"
+#include "dtrain/agent/hang.hpp"
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/progress_page.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/text.hpp"
@@ -49,15 +53,25 @@ std::string json_escape(const std::string& s) {
   return out + "\"";
 }
 
-std::string run_json(const rdzv::RunStatus& r) {
+// "[\"rank 0: ...\", ...]" of a node's progress text
+std::string lines_json(const std::string& text) {
+  std::string out;
+  for (const auto& l : text::split(text, '\n'))
+    if (!l.empty()) out += (out.empty() ? "" : ",") + json_escape(l);
+  return "[" + out + "]";
+}
+
+// `progress`: what each node published (rdzv::query_progress), in the order of r.nodes
+std::string run_json(const rdzv::RunStatus& r, const std::vector<std::string>& progress) {
   std::string nodes;
-  for (const auto& n : r.nodes) {
+  for (std::size_t i = 0; i < r.nodes.size(); ++i) {
+    const auto& n = r.nodes[i];
     if (!nodes.empty()) nodes += ",";
     nodes += fmt::format(
         "{{\"node_rank\":{},\"host\":{},\"addr\":{},\"state\":{},\"slots\":{},\"workers_running\":{},"
-        "\"workers_exited\":{},\"restarts\":{},\"heartbeat_age_s\":{:.1f}}}",
+        "\"workers_exited\":{},\"restarts\":{},\"heartbeat_age_s\":{:.1f},\"progress\":{}}}",
         n.node_rank, json_escape(n.host), json_escape(n.addr), json_escape(n.state), n.slots, n.running, n.exited,
-        n.restarts, double(n.heartbeat_age_ms) / 1000.0);
+        n.restarts, double(n.heartbeat_age_ms) / 1000.0, lines_json(i < progress.size() ? progress[i] : ""));
   }
   return fmt::format(
       "{{\"run_id\":{},\"generation\":{},\"instances\":{},\"joined\":{},\"complete\":{},\"world_size\":{},"
@@ -66,7 +80,7 @@ std::string run_json(const rdzv::RunStatus& r) {
       json_escape(r.master_addr), r.master_port, r.root_cause.empty() ? "null" : json_escape(r.root_cause), nodes);
 }
 
-std::string run_text(const rdzv::RunStatus& r) {
+std::string run_text(const rdzv::RunStatus& r, const std::vector<std::string>& progress) {
   std::string out = fmt::format("run {}  generation {}  nodes {}/{}", r.run_id, r.generation, r.joined, r.instances);
   if (r.closed) out += fmt::format("  world size {}  master {}:{}", r.world_size, r.master_addr, r.master_port);
   else out += "  (joining)";
@@ -81,34 +95,79 @@ std::string run_text(const rdzv::RunStatus& r) {
     out += fmt::format("{:<5} {:<{}} {:<9} {:>7} {:>6} {:>8}  {:.1f} s ago\n", rank, n.host, hw, n.state, n.running,
                        n.exited, n.restarts, double(n.heartbeat_age_ms) / 1000.0);
   }
+  for (std::size_t i = 0; i < r.nodes.size() && i < progress.size(); ++i) {
+    if (progress[i].empty()) continue;
+    out += fmt::format("node {} ({}), at its last heartbeat:\n", r.nodes[i].node_rank, r.nodes[i].host);
+    for (const auto& l : text::split(progress[i], '\n')) out += "  " + l + "\n";
+  }
   return out;
 }
 
+// The status of one run and, once its nodes joined, where their ranks are.
+std::pair<rdzv::RunStatus, std::vector<std::string>> run_of(const rdzv::ClientOptions& co, const std::string& id) {
+  auto st = rdzv::query_status(co, id);
+  std::vector<std::string> progress;
+  if (st.closed) progress = rdzv::query_progress(co, st);
+  return {st, progress};
+}
+
+std::string local_snapshot(const StatusArgs& a) {
+  std::string out, items;
+  for (const auto& run : agent::local_runs()) {
+    if (!a.run_id.empty() && run.run_id != a.run_id) continue;
+    auto pages = agent::read_progress(std::filesystem::path(run.run_dir) / "progress");
+    auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(agent::kStuckAfterS));
+    if (a.json) {
+      items += fmt::format("{}{{\"run_id\":{},\"node_rank\":{},\"pid\":{},\"run_dir\":{},\"stuck\":{},"
+                           "\"verdict\":{},\"ranks\":[", items.empty() ? "" : ",", json_escape(run.run_id),
+                           run.node_rank, run.pid, json_escape(run.run_dir), d.hung ? "true" : "false",
+                           json_escape(d.verdict));
+      for (std::size_t i = 0; i < d.lines.size(); ++i)
+        items += (i ? "," : "") + json_escape(d.lines[i]);
+      items += "]}";
+      continue;
+    }
+    out += fmt::format("{}run {}  node {}  agent pid {}  ({})\n", out.empty() ? "" : "\n", run.run_id, run.node_rank,
+                       run.pid, run.run_dir);
+    for (const auto& l : d.lines) out += "  " + l + "\n";
+    if (d.hung) out += "  stuck: " + d.verdict + "\n";
+  }
+  if (a.json) return "{\"runs\":[" + items + "]}\n";
+  return out.empty() ? "no dtrain job runs on this machine (for this user)\n" : out;
+}
+
 std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
+  if (a.rdzv.empty()) return local_snapshot(a);
   std::vector<std::string> runs;
   if (!a.run_id.empty()) runs.push_back(a.run_id);
   else runs = rdzv::list_runs(co);
   std::string out;
   if (a.json) {
     std::string items;
-    for (const auto& id : runs) items += (items.empty() ? "" : ",") + run_json(rdzv::query_status(co, id));
+    for (const auto& id : runs) {
+      auto [st, progress] = run_of(co, id);
+      items += (items.empty() ? "" : ",") + run_json(st, progress);
+    }
     return "{\"rendezvous\":" + json_escape(a.rdzv) + ",\"runs\":[" + items + "]}\n";
   }
   if (runs.empty()) return fmt::format("no job has joined the rendezvous at {} yet\n", a.rdzv);
   for (const auto& id : runs) {
-    auto st = rdzv::query_status(co, id);
-    out += (out.empty() ? "" : "\n") + (st.instances == 0 ? fmt::format("run {}: no node has joined\n", id) : run_text(st));
+    auto [st, progress] = run_of(co, id);
+    out += (out.empty() ? "" : "\n") +
+           (st.instances == 0 ? fmt::format("run {}: no node has joined\n", id) : run_text(st, progress));
   }
   return out;
 }
 
 int status(const StatusArgs& a) {
-  auto hp = net::parse_host_port(a.rdzv, "--rdzv");
   if (a.interval_s <= 0) throw ConfigError(fmt::format("--interval {}: must be positive", a.interval_s));
   rdzv::ClientOptions co;
-  co.host = hp.host;
-  co.port = hp.port;
-  co.token = rdzv::auth::resolve_token(a.token_file);
+  if (!a.rdzv.empty()) {
+    auto hp = net::parse_host_port(a.rdzv, "--rdzv");
+    co.host = hp.host;
+    co.port = hp.port;
+    co.token = rdzv::auth::resolve_token(a.token_file);
+  }
   co.run_id = a.run_id;
   co.client_name = "dtrain status";
   co.connect_timeout = std::chrono::milliseconds(5000);
@@ -146,8 +205,9 @@ int status(const StatusArgs& a) {
 
 void register_status(CLI::App& app, Runner& run) {
   auto args = std::make_shared<StatusArgs>();
-  CLI::App* sub = app.add_subcommand("status", "show the nodes of a job as its rendezvous sees them");
-  sub->add_option("--rdzv", args->rdzv, "ADDR:PORT of the rendezvous")->required();
+  CLI::App* sub = app.add_subcommand("status", "show the jobs of this machine rank by rank (stuck ranks and where), "
+                                               "or with --rdzv the nodes of a job as its rendezvous sees them");
+  sub->add_option("--rdzv", args->rdzv, "ADDR:PORT of the rendezvous (default: the jobs running on this machine)");
   sub->add_option("--token-file", args->token_file,
                   "file whose first line is the shared token (default: DTRAIN_RDZV_TOKEN)");
   sub->add_option("--run-id", args->run_id, "show only this run (default: every run the rendezvous knows)");

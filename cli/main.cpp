@@ -3,7 +3,6 @@
 #include "app.hpp"
 #include "dtrain/agent/agent.hpp"
 #include "dtrain/common/sanitizer_defaults.hpp"
-#include "launch_args.hpp"
 
 int main(int argc, char** argv) {
   // Hidden helpers of `dtrain launch` (worker exec shim, guardian), before any CLI parsing so
@@ -12,6 +11,5 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "__exec") == 0) return dtrain::agent::exec_shim_main(argc, argv);
     if (std::strcmp(argv[1], "__guard") == 0) return dtrain::agent::guardian_main(argc, argv);
   }
-  argc = dtrain::cli::split_launch_args(argc, argv);
   return dtrain::cli::run(argc, argv);
 }

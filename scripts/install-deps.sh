@@ -11,6 +11,7 @@ packages=(
   groff-base                   # man page rendering check
   python3 python3-numpy        # the dtrain Python package's tests, examples/python_sgd.py, bench/python
   clang libclang-rt-dev        # libFuzzer targets (fuzz/, the fuzz preset)
+  python3-torch                # the torchrun-style launch of a real PyTorch DDP script (tests/examples)
 )
 
 missing=()

@@ -5,18 +5,21 @@
 #include "dtrain/agent/agent.hpp"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include "dtrain/agent/env.hpp"
+#include "dtrain/agent/hang.hpp"
 #include "dtrain/agent/output.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
@@ -24,12 +27,14 @@
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/system.hpp"
 #include "dtrain/common/uv_handle.hpp"
+#include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 #include "dtrain/rendezvous/server.hpp"
 #include "escapees.hpp"
 #include "guardian.hpp"
 #include "job_machine.hpp"
 #include "output_router.hpp"
+#include "progress_board.hpp"
 #include "resolve_command.hpp"
 #include "run_folder.hpp"
 #include "shim.h"
@@ -40,18 +45,10 @@ namespace dtrain::agent {
 
 namespace fs = std::filesystem;
 
-const char* state_name(JobState s) {
-  switch (s) {
-    case JobState::starting: return "starting";
-    case JobState::running: return "running";
-    case JobState::stopping: return "stopping";
-    case JobState::restarting: return "restarting";
-    case JobState::done: return "done";
-  }
-  return "?";
-}
-
 namespace {
+
+// How long a local failure waits for the rest of its stderr before the other nodes hear of it.
+constexpr std::uint64_t kTailWaitMs = 500;
 
 std::uint64_t to_ms(double s) { return s <= 0 ? 0 : static_cast<std::uint64_t>(s * 1000.0 + 0.5); }
 
@@ -63,20 +60,6 @@ JobPolicy policy_of(const AgentOptions& o) {
   p.max_runtime_s = o.max_runtime_s;
   p.master_port = o.master_port;
   return p;
-}
-
-std::string random_token() {
-  unsigned char raw[16];
-  std::size_t got = 0;
-  while (got < sizeof raw) {
-    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw IoError(fmt::format("getrandom: {}", errno_text(errno)));
-    got += static_cast<std::size_t>(n);
-  }
-  std::string token;
-  for (unsigned char c : raw) token += fmt::format("{:02x}", c);
-  return token;
 }
 
 }  // namespace
@@ -98,7 +81,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   bool events_closed = false;
   UvHandle<uv_async_t> async;
   UvHandle<uv_signal_t> signals[5];
-  UvHandle<uv_timer_t> grace_timer, backoff_timer, runtime_timer;
+  UvHandle<uv_timer_t> grace_timer, backoff_timer, runtime_timer, progress_timer, failure_timer;
 
   Terminal terminal;
   OutputRouter router;
@@ -106,6 +89,10 @@ struct Agent::Impl final : WorkerGroup::Listener {
   WorkerGroup group;
   Escapees escapees;
   RunFolder run_folder;
+  ProgressBoard board;  // the workers' progress pages (hang diagnosis)
+  std::chrono::steady_clock::time_point started;
+  // the first local failure of the generation, told to the hooks once its stderr is read
+  std::optional<std::pair<WorkerExit, int>> pending_failure;
 
   EnvMap base_env;
   EnvContext ctx;
@@ -135,6 +122,9 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void open_loop();
   void watch_signals();
   void arm_runtime();
+  void arm_progress();
+  void check_progress();
+  void flush_failure(bool force);
   void close_loop();
   void close_control_handles();
 
@@ -146,6 +136,9 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void execute(const job::Kill& a);
   void execute(const job::Say& a) { terminal.say(a.text); }
   void execute(const job::LocalFailure& a);
+  void execute(const job::SelfStopped& a) {
+    if (hooks.on_self_stop) hooks.on_self_stop(a.stop, machine.generation());
+  }
   void execute(const job::Progress&) { terminal.update_progress(); }
   void execute(const job::CancelBackoff&) { uv_timer_stop(backoff_timer.get()); }
   void execute(const job::ArmBackoff&);
@@ -164,9 +157,11 @@ struct Agent::Impl final : WorkerGroup::Listener {
 Agent::Impl::~Impl() {
   if (loop_inited) close_loop();
   if (store) store->stop();
+  remove_local_run(::getpid());
 }
 
 void Agent::Impl::prepare() {
+  started = std::chrono::steady_clock::now();
   const auto& spec = opt.plan.spec;
   command = spec.command;
   command.insert(command.end(), opt.extra_args.begin(), opt.extra_args.end());
@@ -174,15 +169,18 @@ void Agent::Impl::prepare() {
     throw ConfigError("the job has no command: set \"command\" in the job spec (e.g. [\"python3\", \"train.py\"])");
   std::error_code ec;
   workdir = fs::absolute(spec.workdir.empty() ? fs::path(".") : fs::path(spec.workdir), ec);
-  if (!fs::is_directory(workdir, ec))
-    throw ConfigError(fmt::format("workdir '{}' is not a directory: fix \"workdir\" in the job spec", spec.workdir));
+  if (auto r = check_command(opt.plan); r && r->code == exit_code::usage) throw ConfigError(r->message);
   (void)format_tag(opt.output.tag_format, 0, 0, 0, "stdout");  // a bad tag format fails before anything runs
 
   base_env = current_environment();
   helper = find_helper(opt.self_exe, opt.shim);
   const auto& plan = opt.plan;
+  std::vector<int> local;
   for (const auto& r : plan.ranks)
-    if (r.node_rank == plan.identity.node_rank) ++local_total;
+    if (r.node_rank == plan.identity.node_rank) local.push_back(r.rank);
+  local_total = static_cast<int>(local.size());
+  result.ranks = plan.world_size;
+  result.local_ranks = local_total;
 
   ctx.max_restarts = opt.max_restarts;
   ctx.run_id = plan.run_id.empty() ? fmt::format("dtrain-{}", ::getpid()) : plan.run_id;
@@ -193,29 +191,30 @@ void Agent::Impl::prepare() {
   ctx.local_addr = opt.local_addr;
   ctx.cores = sys::usable_cpus();
   ctx.agent_id = fmt::format("{}-{}", ::getpid(), random_token().substr(0, 16));
+  ctx.role = opt.role;
 
-  run_folder.create(opt.log_dir, ctx.run_id);
+  run_folder.create(opt.log_dir, ctx.run_id, opt.keep_logs);
+  if (opt.log_dir.empty() && opt.keep_logs) terminal.say(fmt::format("dtrain: logs in {}", run_folder.path().string()));
   result.run_dir = run_folder.path().string();
   ctx.plan_path = run_folder.plan_path().string();
   run_folder.write_plan(opt.plan_json);
+  board.open(run_folder.path() / "progress", local);
+  add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, opt.hang_timeout_s});
 }
 
 // A bad command is reported once, before anything is spawned.
 bool Agent::Impl::command_runs() {
-  EnvMap env = base_env;
-  for (const auto& [k, v] : opt.plan.spec.env) env[k] = v;
-  auto it = env.find("PATH");
-  Resolved r = resolve_command(command[0], it == env.end() ? "/usr/bin:/bin" : it->second, workdir);
-  if (r.code == 0) return true;
-  result.exit_code = r.code;
-  result.reason = r.message;
-  terminal.say(fmt::format("dtrain: {}", r.message));
+  auto r = check_command(opt.plan);
+  if (!r) return true;
+  result.exit_code = r->code;
+  result.reason = r->message;
+  terminal.say(fmt::format("dtrain: {}", r->message));
   state = JobState::done;
   return false;
 }
 
 void Agent::Impl::start_store() {
-  std::string token = random_token();
+  std::string token = rdzv::auth::new_token();
   rdzv::ServerOptions so;
   so.host = "127.0.0.1";
   so.port = 0;
@@ -242,7 +241,7 @@ void Agent::Impl::open_loop() {
       return pids;
     });
   watch_signals();
-  for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer}) {
+  for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer, &progress_timer, &failure_timer}) {
     rc = t->init([&](uv_timer_t* h) { return uv_timer_init(&loop, h); }, this);
     if (rc < 0) throw IoError(fmt::format("uv_timer_init: {}", uv_strerror(rc)));
   }
@@ -284,12 +283,33 @@ void Agent::Impl::arm_runtime() {
   }, to_ms(*opt.max_runtime_s), 0);
 }
 
+// Once a second: the workers' progress pages; a wait longer than hang_timeout_s is a hang.
+void Agent::Impl::arm_progress() {
+  if ((!opt.hang_timeout_s && !hooks.on_progress) || board.empty()) return;
+  uv_timer_start(progress_timer.get(), [](uv_timer_t* t) noexcept {
+    auto* self = static_cast<Impl*>(t->data);
+    if (self != nullptr) guarded(*self, [&] { self->check_progress(); });
+  }, 1000, 1000);
+}
+
+void Agent::Impl::check_progress() {
+  if (machine.state() != JobState::running) return;
+  auto pages = board.snapshot();
+  Diagnosis d = diagnose(pages, progress::now_ns(), opt.hang_timeout_s.value_or(kStuckAfterS));
+  bool used = std::any_of(pages.begin(), pages.end(), [](const RankProgress& r) { return r.page.valid; });
+  if (used && hooks.on_progress) hooks.on_progress(diagnosis_text(d));
+  if (!d.hung || !opt.hang_timeout_s) return;
+  result.hang = d.lines;
+  apply(job::Hung{fmt::format("hang: {} (output.hang_timeout_s {})", d.verdict, *opt.hang_timeout_s)});
+}
+
 int Agent::Impl::run() {
   prepare();
   if (!command_runs()) return result.exit_code;
   if (opt.embed_store && opt.store_addr.empty()) start_store();
   open_loop();
   arm_runtime();
+  arm_progress();
   apply(job::Start{});
   uv_run(&loop, UV_RUN_DEFAULT);
   return result.exit_code;
@@ -306,6 +326,8 @@ void Agent::Impl::close_control_handles() {
   grace_timer.close();
   backoff_timer.close();
   runtime_timer.close();
+  progress_timer.close();
+  failure_timer.close();
   group.close_timer();
   escapees.close();
   guardian.release();
@@ -356,7 +378,9 @@ void Agent::Impl::execute(const job::Spawn& a) {
   for (const auto& r : opt.plan.ranks) {
     if (r.node_rank != opt.plan.identity.node_rank) continue;
     try {
-      group.spawn(r, worker_env(opt.plan, r, ctx, base_env), logs);
+      EnvMap env = worker_env(opt.plan, r, ctx, base_env);
+      if (std::string page = board.reset(r.rank); !page.empty()) env["DTRAIN_PROGRESS_FILE"] = page;
+      group.spawn(r, env, logs);
     } catch (const std::exception& e) {
       return apply(job::SpawnFailed{e.what(), exit_status_of(e)});
     }
@@ -377,7 +401,26 @@ void Agent::Impl::execute(const job::LocalFailure& a) {
   if (a.exit.exec_errno != 0)
     terminal.say(fmt::format("dtrain: rank {}: cannot execute '{}': {}", a.exit.rank, command[0],
                              std::strerror(a.exit.exec_errno)));
-  if (hooks.on_local_failure) hooks.on_local_failure(a.exit, machine.generation());
+  pending_failure.emplace(a.exit, machine.generation());
+  flush_failure(false);
+  if (!pending_failure) return;
+  // a process that left the worker's group may hold its stderr: the others hear of it soon anyway
+  uv_timer_start(failure_timer.get(), [](uv_timer_t* t) noexcept {
+    auto* self = static_cast<Impl*>(t->data);
+    if (self != nullptr) guarded(*self, [&] { self->flush_failure(true); });
+  }, kTailWaitMs, 0);
+}
+
+// The hooks hear of the failure with the last lines of its stderr: once that worker's output is
+// read (or, `force`, when the generation ends and a process that escaped still holds its pipe).
+void Agent::Impl::flush_failure(bool force) {
+  if (!pending_failure || !hooks.on_local_failure) return pending_failure.reset();
+  auto& [exit, generation] = *pending_failure;
+  if (!force && !group.output_done(exit.pid)) return;
+  exit.last_stderr = group.stderr_tail(exit.pid);
+  auto [w, g] = std::move(*pending_failure);
+  pending_failure.reset();
+  hooks.on_local_failure(w, g);
 }
 
 void Agent::Impl::execute(const job::ArmBackoff&) {
@@ -388,6 +431,7 @@ void Agent::Impl::execute(const job::ArmBackoff&) {
 }
 
 void Agent::Impl::execute(const job::Collect& a) {
+  flush_failure(true);
   uv_timer_stop(grace_timer.get());
   group.retire();
   escapees.kill_all(1000);  // what left a worker's group dies with the generation
@@ -399,6 +443,7 @@ void Agent::Impl::execute(const job::Collect& a) {
 void Agent::Impl::execute(const job::Finish& a) {
   if (a.reason) result.reason = *a.reason;
   result.exit_code = a.exit_code;
+  result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   execute(job::Enter{JobState::done});
   terminal.clear_progress();
   close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
@@ -406,6 +451,8 @@ void Agent::Impl::execute(const job::Finish& a) {
   if (a.exit_code != 0) {
     std::string text = summary_text(result);
     if (!text.empty()) write_all(opt.output.stderr_fd, text);
+  } else if (!opt.external_start) {  // a multi-node job says so after its exit barrier (multinode.cpp)
+    write_all(opt.output.stderr_fd, success_line(result) + "\n");
   }
   if (opt.summary_json.empty()) return;
   std::string js = summary_json(result);
@@ -431,6 +478,7 @@ void Agent::Impl::worker_exited(const WorkerExit& exit) {
 
 void Agent::Impl::output_closed() {
   if (closing) return;
+  flush_failure(false);
   terminal.flush();
   check_drained();
 }

@@ -29,6 +29,9 @@ AgentHooks ControlThread::hooks() {
   AgentHooks h;
   h.on_state = [this](JobState s, int g) { push(bridge::AgentState{s, g}); };
   h.on_local_failure = [this](const WorkerExit& w, int g) { push(bridge::LocalFailure{w, g}); };
+  h.on_self_stop = [this](const SelfStop& s, int g) { push(bridge::SelfStopped{s, g}); };
+  // thread-safe, and the session outlives the agent: no need to pass through the queue
+  h.on_progress = [this](const std::string& text) { session_->set_progress(text); };
   return h;
 }
 
@@ -102,6 +105,7 @@ std::optional<bridge::Input> ControlThread::perform(const bridge::Action& a) {
   if (auto* x = std::get_if<bridge::Post>(&a); x != nullptr && agent_ != nullptr) agent_->post(x->event);
   if (auto* x = std::get_if<bridge::Publish>(&a)) session_->set_local_state(x->state, x->running, 0, x->generation);
   if (auto* x = std::get_if<bridge::Report>(&a)) report(*x);
+  if (auto* x = std::get_if<bridge::ReportStop>(&a)) report_stop(*x);
   if (auto* x = std::get_if<bridge::End>(&a)) end(*x);
   return std::nullopt;
 }
@@ -143,6 +147,14 @@ void ControlThread::report(const bridge::Report& r) {
       DTRAIN_WARN(agent, "cannot report this node's failure to the rendezvous: {}", e.what());
     else
       DTRAIN_WARN(agent, "cannot report the failure of rank {} to the rendezvous: {}", r.rank, e.what());
+  }
+}
+
+void ControlThread::report_stop(const bridge::ReportStop& r) {
+  try {
+    session_->report_stop(r.exit_code, r.signal, r.message);
+  } catch (const std::exception& e) {
+    DTRAIN_WARN(agent, "cannot tell the other nodes that this one stops ({}): {}", r.message, e.what());
   }
 }
 

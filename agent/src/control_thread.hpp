@@ -58,6 +58,7 @@ class ControlThread {
   std::optional<bridge::Input> rejoin(int generation);
   std::optional<bridge::Input> exit_barrier(std::chrono::milliseconds limit);
   void report(const bridge::Report& r);
+  void report_stop(const bridge::ReportStop& r);
   void end(const bridge::End& e);
 
   std::mutex mu_;

@@ -38,7 +38,7 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
   put(env, "LOCAL_WORLD_SIZE", local_world);
   put(env, "GROUP_RANK", r.node_rank);
   put(env, "GROUP_WORLD_SIZE", plan.instances);
-  put(env, "ROLE_NAME", std::string("default"));
+  put(env, "ROLE_NAME", ctx.role);
   put(env, "ROLE_RANK", r.rank);
   put(env, "ROLE_WORLD_SIZE", plan.world_size);
   put(env, "MASTER_ADDR", ctx.master_addr);

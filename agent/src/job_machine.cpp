@@ -11,6 +11,17 @@
 
 namespace dtrain::agent {
 
+const char* state_name(JobState s) {
+  switch (s) {
+    case JobState::starting: return "starting";
+    case JobState::running: return "running";
+    case JobState::stopping: return "stopping";
+    case JobState::restarting: return "restarting";
+    case JobState::done: return "done";
+  }
+  return "?";
+}
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
@@ -56,6 +67,7 @@ std::vector<job::Action> JobMachine::on(const job::Input& input) {
                  [&](const job::Signal& in) { on_signal(in, out); },
                  [&](const job::Remote& in) { on_remote(in.event, out); },
                  [&](const job::Fatal& in) { on_fatal(in, out); },
+                 [&](const job::Hung& in) { on_hung(in, out); },
              },
              input);
   return out;
@@ -133,6 +145,7 @@ void JobMachine::decide(Actions& out) {
     case StopReason::signal:
       return finish(exit_code::signal_base + stop_.signal, fmt::format("interrupted by {}", signal_name(stop_.signal)));
     case StopReason::timeout: return finish(exit_code::max_runtime, stop_.text);
+    case StopReason::hang: return finish(exit_code::hang, stop_.text);
     case StopReason::abort: return finish(stop_.code, stop_.text);
     case StopReason::failure:
     case StopReason::peer_failed:
@@ -168,10 +181,22 @@ void JobMachine::on_backoff(Actions& out) {
 }
 
 void JobMachine::on_runtime(Actions& out) {
-  if (stop_.reason == StopReason::signal || stop_.reason == StopReason::abort) return;
+  if (stop_.reason == StopReason::signal || stop_.reason == StopReason::abort || stop_.reason == StopReason::hang)
+    return;
   stop_.reason = StopReason::timeout;
   stop_.text = fmt::format("max_runtime_s {} passed", policy_.max_runtime_s.value_or(0));
   out.emplace_back(job::Say{fmt::format("dtrain: {}: stopping the job", stop_.text)});
+  out.emplace_back(job::SelfStopped{{0, exit_code::max_runtime, stop_.text}});
+  begin_stop(SIGTERM, out);
+}
+
+// No progress for hang_timeout_s: the job fails as hung (not restarted: the same hang would follow).
+void JobMachine::on_hung(const job::Hung& in, Actions& out) {
+  if (state_ != JobState::running || stop_.reason != StopReason::none) return;
+  stop_.reason = StopReason::hang;
+  stop_.text = in.what;
+  out.emplace_back(job::Say{fmt::format("dtrain: {}: stopping the job", in.what)});
+  out.emplace_back(job::SelfStopped{{0, exit_code::hang, in.what}});
   begin_stop(SIGTERM, out);
 }
 
@@ -194,6 +219,7 @@ void JobMachine::on_signal(const job::Signal& in, Actions& out) {
   stop_.signal = in.sig;
   out.emplace_back(job::Say{fmt::format("dtrain: {}: stopping {} worker(s) (grace {} s; again to kill them now)",
                                         signal_name(in.sig), in.live, policy_.grace_s)});
+  out.emplace_back(job::SelfStopped{{in.sig, exit_code::signal_base + in.sig, "interrupted by " + signal_name(in.sig)}});
   if (idle()) return enter(JobState::stopping, out);  // no worker: the generation drains at once
   begin_stop(in.sig, out);
 }
@@ -219,7 +245,7 @@ void JobMachine::on_remote(const Event& e, Actions& out) {
       break;
     case K::restart:
       if (stop_.reason == StopReason::signal || stop_.reason == StopReason::abort ||
-          stop_.reason == StopReason::timeout)
+          stop_.reason == StopReason::timeout || stop_.reason == StopReason::hang)
         return;
       stop_.reason = StopReason::peer_restart;
       next_generation_ = e.generation;

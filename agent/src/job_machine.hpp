@@ -24,7 +24,7 @@ std::string signal_name(int sig);
 
 // Why the current generation is being stopped. The first cause usually wins; node_lost, abort and
 // timeout override a failure, a restart order overrides a failure but not an interrupt.
-enum class StopReason { none, failure, signal, timeout, peer_failed, peer_restart, abort };
+enum class StopReason { none, failure, signal, timeout, hang, peer_failed, peer_restart, abort };
 
 struct JobPolicy {
   int max_restarts = 0;
@@ -47,8 +47,9 @@ struct RuntimeOver {};                            // max_runtime_s passed
 struct Signal { int sig = 0; int live = 0; };     // a signal to the agent
 struct Remote { Event event; };                   // an event from the other nodes (Agent::post)
 struct Fatal { std::string what; };               // the agent itself failed (exception)
+struct Hung { std::string what; };                // a worker waited hang_timeout_s in one collective
 using Input = std::variant<Start, Spawned, SpawnFailed, WorkerExited, Drained, GraceOver, BackoffOver,
-                           RuntimeOver, Signal, Remote, Fatal>;
+                           RuntimeOver, Signal, Remote, Fatal, Hung>;
 
 // What to do (outputs), in order.
 struct Enter { JobState state; };                // announce the new state (hooks, progress line)
@@ -60,6 +61,7 @@ struct Kill { int sig = 0; bool stopping = false; bool arm_grace = false; };  //
     // worker's group; stopping: they are being stopped by the agent; arm_grace: SIGKILL after grace_s
 struct Say { std::string text; };                // one line on the agent's stderr
 struct LocalFailure { WorkerExit exit; };        // the first local failure of the generation
+struct SelfStopped { SelfStop stop; };           // this node stops on its own (before Enter stopping)
 struct Progress {};                              // refresh the progress line
 struct CancelBackoff {};
 struct ArmBackoff {};                            // feed BackoffOver after the backoff pause
@@ -68,8 +70,8 @@ struct Collect {                                 // the generation is over: reti
   std::vector<WorkerExit> other_failures;
 };
 struct Finish { int exit_code = 0; std::optional<std::string> reason; };  // the job is over
-using Action = std::variant<Enter, Spawn, Kill, Say, LocalFailure, Progress, CancelBackoff, ArmBackoff, Collect,
-                            Finish>;
+using Action = std::variant<Enter, Spawn, Kill, Say, LocalFailure, SelfStopped, Progress, CancelBackoff, ArmBackoff,
+                            Collect, Finish>;
 }  // namespace job
 
 class JobMachine {
@@ -112,6 +114,7 @@ class JobMachine {
   void on_signal(const job::Signal& in, Actions& out);
   void on_remote(const Event& e, Actions& out);
   void on_fatal(const job::Fatal& in, Actions& out);
+  void on_hung(const job::Hung& in, Actions& out);
   bool idle() const { return state_ == JobState::starting || state_ == JobState::restarting; }
 
   JobPolicy policy_;

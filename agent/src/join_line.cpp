@@ -8,7 +8,7 @@
 
 namespace dtrain::agent {
 
-JoinLine::JoinLine(int mode, int fd) : fd_(fd), tty_(::isatty(fd) == 1), on_(mode == 1 || (mode == -1 && tty_)) {}
+JoinLine::JoinLine(int mode, int fd) : fd_(fd), tty_(::isatty(fd) == 1), on_(mode != 0) {}
 
 void JoinLine::show(const rdzv::JoinProgress& p) {
   if (!on_) return;
@@ -18,9 +18,10 @@ void JoinLine::show(const rdzv::JoinProgress& p) {
     shown_ = true;
     return;
   }
-  std::string key = fmt::format("{}/{} {}", p.joined, p.instances, p.missing);
-  if (key == last_) return;
+  std::string key = p.reachable ? fmt::format("{}/{} {}", p.joined, p.instances, p.missing) : "unreachable";
+  if (key == last_ && p.elapsed - last_at_ < kRepeat) return;
   last_ = key;
+  last_at_ = p.elapsed;
   write_all(fd_, "dtrain: " + line + "\n");
 }
 

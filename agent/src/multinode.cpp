@@ -11,7 +11,9 @@
 #include <optional>
 
 #include "control_thread.hpp"
+#include "dtrain/agent/output.hpp"
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "join_line.hpp"
@@ -24,6 +26,7 @@ bool is_multinode(const config::Plan& plan) { return plan.instances > 1 || !plan
 
 int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
   const auto& rs = options.plan.spec.rendezvous;
+  const int stderr_fd = options.output.stderr_fd;
   NodeConfig cfg = node_config(options.plan, options.max_runtime_s, mn.insecure,
                                rdzv::auth::resolve_token(rs.token_file.value_or("")));
   std::unique_ptr<rdzv::Server> server = serve_if_ours(cfg);  // outlives the session: stopped last
@@ -48,7 +51,9 @@ int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
     control.wait();
     throw;
   }
-  return control.wait();
+  int code = control.wait();
+  if (code == exit_code::ok) write_all(stderr_fd, success_line(agent->result()) + "\n");  // after the exit barrier
+  return code;
 }
 
 }  // namespace dtrain::agent

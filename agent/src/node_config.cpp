@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/agent/multinode.hpp"
 #include "dtrain/common/text.hpp"
 
 namespace dtrain::agent {
@@ -24,13 +25,19 @@ std::string host_name(const config::Plan& plan) {
 
 }  // namespace
 
-std::string spec_hash(const config::Plan& p) {
-  std::string key = text::join(p.spec.command, "\x1f");
-  key += fmt::format("\n{} {} {}", p.instances, p.procs_per_instance, p.world_size);
-  if (p.batch) key += fmt::format("\n{} {} {}", p.batch->global, p.batch->micro_batches, p.batch->epochs);
+std::string spec_digest(const config::Plan& p) {
+  constexpr std::size_t kShown = 200;  // a longer command is shown cut, with its hash
+  std::string cmd;
+  for (const auto& a : p.spec.command) cmd += (cmd.empty() ? "" : " ") + (a.find(' ') == std::string::npos ? a : "'" + a + "'");
+  if (cmd.size() > kShown) cmd = fmt::format("{}... ({:016x})", cmd.substr(0, kShown), text::fnv1a(cmd));
+  std::string d = fmt::format("command={}\nprocs_per_instance={}\n", cmd, p.procs_per_instance);
+  d += p.batch ? fmt::format("batch=global {}, micro_batches {}, epochs {}\n", p.batch->global, p.batch->micro_batches,
+                             p.batch->epochs)
+               : std::string("batch=none\n");
   const auto& l = p.layout;
-  key += fmt::format("\n{} {} {} {} {}", l.pipeline, l.tensor, l.data, l.order_text(), p.schedule);
-  return fmt::format("{:016x}", text::fnv1a(key));
+  d += fmt::format("parallel=pipeline {} x tensor {} x data {}, {}, {}", l.pipeline, l.tensor, l.data, l.order_text(),
+                   p.schedule);
+  return d;
 }
 
 NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runtime_s, bool insecure,
@@ -41,7 +48,7 @@ NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runti
   c.ep = net::parse_host_port(c.endpoint, "rendezvous endpoint");
   c.run_id = plan.run_id;
   c.host = host_name(plan);
-  c.spec_hash = spec_hash(plan);
+  c.spec_hash = spec_digest(plan);
   c.token = std::move(token);
   c.insecure = insecure;
   c.slots = plan.procs_per_instance;
@@ -56,13 +63,22 @@ NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runti
   auto src = plan.identity.field_sources.find("node_rank");
   bool rank_known = src != plan.identity.field_sources.end() && src->second != "default";
   c.node_rank = rank_known ? plan.identity.node_rank : -1;
+  c.master_port = plan.identity.master_port.value_or(0);
+  if (c.node_rank == 0 && plan.identity.field_sources.count("master_addr") != 0 &&
+      plan.identity.field_sources.at("master_addr") == "flags")
+    c.advertise_addr = plan.identity.master_addr;
 
-  if (c.token.empty() && !insecure && (plan.instances > 1 || !net::is_loopback_host(c.ep.host)))
+  check_token(plan, c.token, insecure);
+  return c;
+}
+
+void check_token(const config::Plan& plan, const std::string& token, bool insecure) {
+  auto ep = net::parse_host_port(plan.rdzv_endpoint, "rendezvous endpoint");
+  if (token.empty() && !insecure && (plan.instances > 1 || !net::is_loopback_host(ep.host)))
     throw ConfigError(fmt::format(
         "this job spans {} node(s) through the rendezvous {} but has no token; set rendezvous.token_file, "
         "--token-file FILE or DTRAIN_RDZV_TOKEN (the same on every node), or pass --insecure on a trusted network",
-        plan.instances, c.endpoint));
-  return c;
+        plan.instances, plan.rdzv_endpoint));
 }
 
 rdzv::NodeSessionOptions session_options(const NodeConfig& c, int generation) {
@@ -79,6 +95,8 @@ rdzv::NodeSessionOptions session_options(const NodeConfig& c, int generation) {
   so.slots = c.slots;
   so.instances = c.instances;
   so.spec_hash = c.spec_hash;
+  so.master_port = c.master_port;
+  so.advertise_addr = c.advertise_addr;
   so.join_timeout = c.join_timeout;
   so.heartbeat_interval = c.heartbeat;
   so.heartbeat_timeout = c.heartbeat_timeout;

@@ -2,10 +2,9 @@
 // This node's part of a multi-node job as data: how it reaches the rendezvous, what every node must
 // agree on (the spec hash), the NodeSession options of a generation, and how the rank table of the
 // join turns this node's plan into its share of the job. No sockets: tests/agent/test_node_config.cpp.
-//
-// Extension point (c), a spec/shape mismatch that names the differing fields: spec_hash() is the
-// one place that says what nodes must agree on; it becomes a digest of named fields the server can
-// compare field by field (the wire's join request carries it).
+// spec_digest() is the one place that says what nodes must agree on, as named fields that the
+// rendezvous compares one by one (the join request's spec_hash argument carries it), so that a
+// mismatch names what differs.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -21,12 +20,14 @@ struct NodeConfig {
   net::HostPort ep;
   std::string run_id;
   std::string host;       // this node's name (rank tables, errors)
-  std::string spec_hash;  // what every node must present
+  std::string spec_hash;  // what every node must present: spec_digest()
   std::string token;
   bool insecure = false;
   int node_rank = -1;     // -1: not known before the join (the rendezvous assigns one)
   int slots = 1;          // local workers
   int instances = 1;
+  int master_port = 0;         // MASTER_PORT of every generation (--master-port, MASTER_PORT); 0: a free one
+  std::string advertise_addr;  // node 0's MASTER_ADDR when given (--master-addr); "": its address
   std::chrono::milliseconds join_timeout{600000};
   std::chrono::milliseconds heartbeat{5000};
   std::chrono::milliseconds heartbeat_timeout{15000};
@@ -39,8 +40,9 @@ struct NodeConfig {
 NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runtime_s, bool insecure,
                        std::string token);
 
-// What every node must agree on: command, cluster shape, batch (16 hex digits).
-std::string spec_hash(const config::Plan& plan);
+// What every node must agree on, one "name=value" line per field: command, procs_per_instance,
+// batch, parallel (the node count is compared on its own).
+std::string spec_digest(const config::Plan& plan);
 
 // The session of `generation` (its node rank: the one known before the join, or -1).
 rdzv::NodeSessionOptions session_options(const NodeConfig& c, int generation);

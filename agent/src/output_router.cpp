@@ -36,6 +36,7 @@ void OutputRouter::open(WorkerOutput& w, const config::RankInfo& r,
     w.err_.tag = format_tag(opt_.tag_format, r.node_rank, r.rank, r.local_rank, "stderr");
   }
   w.to_terminal_ = !opt_.terminal_ranks || opt_.terminal_ranks->count(r.rank) > 0;
+  w.redirected_ = opt_.redirects.of(r.local_rank);
 }
 
 std::string OutputRouter::timestamp() const {
@@ -72,7 +73,7 @@ void OutputRouter::line(WorkerOutput& w, bool is_err, std::string_view text, boo
     w.last_err_.emplace_back(text.substr(0, kTailLineBytes));
     if (w.last_err_.size() > kLastLines) w.last_err_.pop_front();
   }
-  if (!w.to_terminal_) return;
+  if (!w.to_terminal_ || (w.redirected_ & (is_err ? 2 : 1)) != 0) return;
   terminal_.line(is_err, ts, w.stream(is_err).tag, text);
 }
 

@@ -37,6 +37,7 @@ class WorkerOutput {
 
   int rank_ = -1;
   bool to_terminal_ = true;
+  int redirected_ = 0;  // streams kept off the terminal (--redirects): 1 stdout, 2 stderr
   Stream out_, err_;
   std::deque<std::string> last_err_;
 };

@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/agent/agent.hpp"
 #include "dtrain/common/exit_codes.hpp"
 
 namespace dtrain::agent {
@@ -62,6 +64,23 @@ Resolved resolve_command(const std::string& cmd, const std::string& path_var, co
   }
   if (found_non_exec) return non_exec;
   return {exit_code::not_found, fmt::format("command not found: '{}' (searched PATH={})", cmd, path_var)};
+}
+
+std::optional<Refusal> check_command(const config::Plan& plan) {
+  const auto& spec = plan.spec;
+  if (spec.command.empty() || spec.command[0].empty())
+    return Refusal{exit_code::usage, "the job has no command: set \"command\" in the job spec (e.g. [\"python3\", \"train.py\"])"};
+  std::error_code ec;
+  fs::path workdir = fs::absolute(spec.workdir.empty() ? fs::path(".") : fs::path(spec.workdir), ec);
+  if (!fs::is_directory(workdir, ec))
+    return Refusal{exit_code::usage, fmt::format("workdir '{}' is not a directory: fix \"workdir\" in the job spec",
+                                                 spec.workdir)};
+  std::string path_var = "/usr/bin:/bin";
+  if (auto it = spec.env.find("PATH"); it != spec.env.end()) path_var = it->second;
+  else if (const char* p = std::getenv("PATH"); p != nullptr) path_var = p;
+  Resolved r = resolve_command(spec.command[0], path_var, workdir);
+  if (r.code == 0) return std::nullopt;
+  return Refusal{r.code, r.message};
 }
 
 Helper find_helper(const std::string& self_exe, const std::string& shim) {

@@ -23,7 +23,7 @@ RunFolder::~RunFolder() {
   }
 }
 
-void RunFolder::create(const std::string& log_dir, const std::string& run_id) {
+void RunFolder::create(const std::string& log_dir, const std::string& run_id, bool keep) {
   if (!log_dir.empty()) {
     std::error_code ec;
     path_ = fs::absolute(fs::path(log_dir) / run_id, ec);
@@ -40,7 +40,7 @@ void RunFolder::create(const std::string& log_dir, const std::string& run_id) {
   b.push_back('\0');
   if (::mkdtemp(b.data()) == nullptr) throw_os_error(errno, fmt::format("cannot create the run folder {}", templ));
   path_ = b.data();
-  temporary_ = true;
+  temporary_ = !keep;
 }
 
 void RunFolder::write_plan(const std::string& json) const {

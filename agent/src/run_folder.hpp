@@ -14,9 +14,10 @@ class RunFolder {
   RunFolder(const RunFolder&) = delete;
   RunFolder& operator=(const RunFolder&) = delete;
 
-  // log_dir "" : a temporary folder under $TMPDIR (or /tmp). Throws ConfigError when the log
-  // folder cannot be created, IoError for a temporary one.
-  void create(const std::string& log_dir, const std::string& run_id);
+  // log_dir "" : a temporary folder under $TMPDIR (or /tmp), removed at the end unless `keep`
+  // (then the logs are written there too). Throws ConfigError when the log folder cannot be
+  // created, IoError for a temporary one.
+  void create(const std::string& log_dir, const std::string& run_id, bool keep = false);
   // Writes plan.json (the plan the workers find through DTRAIN_PLAN; "{}" when empty).
   void write_plan(const std::string& json) const;
   // The folder of one generation's logs, created; nullopt when logs are not kept.

@@ -4,6 +4,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
+#include "job_machine.hpp"
 
 namespace dtrain::agent::bridge {
 namespace {
@@ -21,9 +22,33 @@ std::string late_message(int code, const std::string& reason) {
 
 }  // namespace
 
+std::string failure_message(const WorkerExit& w) {
+  constexpr std::size_t kLineMax = 240, kTotalMax = 2400;
+  std::string out = fmt::format("local rank {}, pid {}", w.local_rank, w.pid);
+  if (w.last_stderr.empty()) return out;
+  std::string tail;
+  for (auto it = w.last_stderr.rbegin(); it != w.last_stderr.rend(); ++it) {  // the last lines count most
+    std::string line = it->size() > kLineMax ? it->substr(0, kLineMax) + "..." : *it;
+    if (tail.size() + line.size() + 7 > kTotalMax) break;
+    tail = "\n    | " + line + tail;
+  }
+  return out + "; last lines of its stderr:" + tail;
+}
+
+std::string stop_message(const SelfStop& s) {
+  if (s.signal != 0) return fmt::format("interrupted ({})", signal_name(s.signal));
+  return "stopped: " + s.reason;
+}
+
 std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& endpoint) {
   Event ev;
   ev.node_rank = e.node;
+  if (e.kind == "stopped") {  // that node stopped on its own: every node ends as it does
+    ev.kind = Event::Kind::abort;
+    ev.exit_code = e.exit_code != 0 ? e.exit_code : exit_code::internal;
+    ev.reason = rdzv::describe_event(e);
+    return ev;
+  }
   if (e.kind == "failure") {
     // rank -1: that node's agent itself failed before any worker ran (its command cannot be executed
     // there); a restart cannot mend that, so every node ends with its status
@@ -80,6 +105,7 @@ std::vector<Action> SessionBridge::on(const Input& in) {
   return std::visit(Overload{
                         [this](const AgentState& x) { return on_state(x); },
                         [this](const LocalFailure& x) { return on_local_failure(x); },
+                        [this](const SelfStopped& x) { return on_self_stop(x); },
                         [this](const JobEvent& x) { return on_job_event(x); },
                         [this](const Joined& x) { return on_joined(x); },
                         [this](const JoinFailed& x) { return on_join_failed(x); },
@@ -121,8 +147,13 @@ std::vector<Action> SessionBridge::on_local_failure(const LocalFailure& in) {
   if (phase_ != Phase::running || in.generation != generation_) return {};
   const WorkerExit& w = in.exit;
   // the other nodes must hear of it before anything else: it is the root cause everywhere
-  std::string where = fmt::format("local rank {}, pid {}", w.local_rank, w.pid);
-  return {Report{w.rank, w.signal != 0 ? 0 : w.status(), w.signal, where}};
+  return {Report{w.rank, w.signal != 0 ? 0 : w.status(), w.signal, failure_message(w)}};
+}
+
+std::vector<Action> SessionBridge::on_self_stop(const SelfStopped& in) {
+  if (!decide(in.generation, Fate::self_stop)) return {};  // a failure decided it: that is the cause
+  if (phase_ != Phase::running || in.generation != generation_) return {};
+  return {ReportStop{in.stop.exit_code, in.stop.signal, stop_message(in.stop)}};
 }
 
 std::vector<Action> SessionBridge::on_job_event(const JobEvent& in) {
@@ -167,6 +198,7 @@ std::vector<Action> SessionBridge::on_agent_done(const AgentDone& in) {
     return {ExitBarrier{cfg_.barrier_limit}};
   }
   std::vector<Action> out;
+  out.reserve(2);  // (also keeps GCC's -Wmaybe-uninitialized quiet about the variant's relocation)
   // the agent failed with no worker to blame and no job event behind it (its command cannot run on
   // this node): tell the others, as rank -1, so that they stop with this cause instead of
   // restarting or seeing this node as lost

@@ -16,18 +16,14 @@
 // late failure: the node exits with that status instead of entering the exit barrier. In the barrier,
 // NodeSession::finish() itself watches for failures and losses.
 //
-// Extension points (designed for, not implemented):
-//  (a) Ctrl-C/SIGTERM reported to the others as "node 1 interrupted (SIGINT)" with 130/143 instead of
-//      a lost host: when AgentState(stopping) decides Fate::self_stop because of a signal, also emit a
-//      Report (a new event kind on the wire, with the signal) before the agent ends; agent_event_for()
-//      maps it to Event::Kind::abort with 128+signal. Needs the stop reason from the Agent (on_state
-//      carries only the state today; an AgentHooks addition, e.g. on_self_stop(signal, reason)).
-//  (b) the remote root cause with the failing rank's stderr tail: LocalFailure carries the WorkerExit
-//      and Report::message is where its last_stderr goes (the Agent fills last_stderr only when the
-//      generation ends, so it must hand the tail over at on_local_failure time).
-//  (c) a spec/shape mismatch naming the fields, every node exiting at once: node_config's spec_hash()
-//      becomes a field digest; a mismatch found by the server arrives here as a JobEvent that
-//      agent_event_for() maps to an abort with exit status 2 (like rank -1 failures today).
+// A node that stops on its own (SelfStopped: Ctrl-C, SIGTERM, max_runtime_s, a hang) tells the others
+// with ReportStop before its agent ends: they see a "stopped" event ("node 1 interrupted (SIGINT)")
+// and end with the same status (130, 143, 124, 70), not as a lost node. A local failure's Report
+// carries the last lines of the failing rank's stderr (bounded), so every node's summary shows them.
+// A spec or shape mismatch between nodes is found by the rendezvous at the join (every node there is
+// refused with the fields that differ), before the bridge runs.
+//
+// Extension point (designed for, not implemented):
 //  (d) elastic membership: a JobEvent "membership" (a node joined or left) posts Event::Kind::restart
 //      for g+1; the AgentState(starting) -> Rejoin -> Joined path already re-runs the join barrier per
 //      generation, and Joined would carry the new rank table (apply it instead of check_same_ranks).
@@ -49,6 +45,10 @@ struct AgentState {  // AgentHooks::on_state
 };
 struct LocalFailure {  // AgentHooks::on_local_failure
   WorkerExit exit;
+  int generation;
+};
+struct SelfStopped {  // AgentHooks::on_self_stop
+  SelfStop stop;
   int generation;
 };
 struct JobEvent {  // NodeSession's on_event, from the monitoring of `generation`
@@ -73,37 +73,42 @@ struct BarrierDone {  // the exit barrier ended: 0 every node finished, else why
   int exit_code;
   std::string reason;
 };
-using Input = std::variant<AgentState, LocalFailure, JobEvent, Joined, JoinFailed, AgentDone, BarrierDone>;
+using Input = std::variant<AgentState, LocalFailure, SelfStopped, JobEvent, Joined, JoinFailed, AgentDone, BarrierDone>;
 
 // ---- actions -------------------------------------------------------------------------------------
 struct StartMonitoring {  // heartbeats and job events of `generation`
-  int generation;
+  int generation = 0;
 };
 struct Post {  // Agent::post
   Event event;
 };
 struct Publish {  // NodeSession::set_local_state
   std::string state;
-  int running;
-  int generation;
+  int running = 0;
+  int generation = 0;
 };
 struct Report {  // NodeSession::report_failure; rank -1: the agent itself failed
-  int rank;
-  int exit_code;
-  int signal;
+  int rank = 0;
+  int exit_code = 0;
+  int signal = 0;
   std::string message;
+};
+struct ReportStop {  // NodeSession::report_stop: this node stops on its own
+  int exit_code = 0;
+  int signal = 0;
+  std::string message;  // "interrupted (SIGINT)", "stopped: max_runtime_s 5 passed"
 };
 struct Rejoin {  // NodeSession::rejoin; answers with Joined or JoinFailed
-  int generation;
+  int generation = 0;
 };
 struct ExitBarrier {  // NodeSession::finish; answers with BarrierDone
-  std::chrono::milliseconds limit;
+  std::chrono::milliseconds limit{0};
 };
 struct End {  // this node's exit status; `message` (when not empty) goes to stderr as "dtrain: ..."
-  int exit_code;
+  int exit_code = 0;
   std::string message;
 };
-using Action = std::variant<StartMonitoring, Post, Publish, Report, Rejoin, ExitBarrier, End>;
+using Action = std::variant<StartMonitoring, Post, Publish, Report, ReportStop, Rejoin, ExitBarrier, End>;
 
 struct BridgeConfig {
   int node_rank = 0;        // this node's rank (from the first join)
@@ -128,6 +133,7 @@ class SessionBridge {
  private:
   std::vector<Action> on_state(const AgentState& in);
   std::vector<Action> on_local_failure(const LocalFailure& in);
+  std::vector<Action> on_self_stop(const SelfStopped& in);
   std::vector<Action> on_job_event(const JobEvent& in);
   std::vector<Action> on_joined(const Joined& in);
   std::vector<Action> on_join_failed(const JoinFailed& in);
@@ -152,6 +158,12 @@ std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& en
 // or the error NodeSession::finish() threw (NodeLostError 69, TimeoutError 75, else 125).
 BarrierDone barrier_outcome(const std::optional<rdzv::Event>& cause, const std::string& endpoint);
 BarrierDone barrier_failure(const std::exception& e);
+
+// What a Report says of a failed worker: where it ran and the last lines of its stderr, bounded
+// ("local rank 0, pid 812; last lines of its stderr:\n    | ...").
+std::string failure_message(const WorkerExit& w);
+// What a ReportStop says: "interrupted (SIGINT)", or "stopped: <reason>".
+std::string stop_message(const SelfStop& s);
 
 // A failed re-join: Cancelled (the agent ended meanwhile) or the error's exit status and text.
 JoinFailed join_failure(int generation, const std::exception& e);

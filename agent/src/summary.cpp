@@ -40,6 +40,10 @@ std::string summary_text(const AgentResult& r) {
     }
   } else if (!r.reason.empty()) {
     s += fmt::format("dtrain: job stopped (exit status {}): {}\n", r.exit_code, r.reason);
+    if (!r.hang.empty()) {
+      s += "  where each rank of this node was:\n";
+      for (const auto& l : r.hang) s += fmt::format("    {}\n", l);
+    }
   } else {
     s += fmt::format("dtrain: job failed (exit status {})\n", r.exit_code);
   }
@@ -57,9 +61,17 @@ std::string summary_text(const AgentResult& r) {
   return s;
 }
 
+std::string success_line(const AgentResult& r) {
+  std::string ranks = fmt::format("{} rank{}", r.ranks, r.ranks == 1 ? "" : "s");
+  if (r.local_ranks != r.ranks) ranks += fmt::format(" ({} on this node)", r.local_ranks);
+  std::string restarts = r.restarts == 0 ? "no restarts" : fmt::format("{} restart{}", r.restarts, r.restarts == 1 ? "" : "s");
+  return fmt::format("dtrain: job finished: {} exited 0 in {:.1f} s ({})", ranks, r.duration_s, restarts);
+}
+
 std::string summary_json(const AgentResult& r) {
   nlohmann::json j{{"exit_code", r.exit_code}, {"restarts", r.restarts}, {"reason", r.reason},
-                   {"run_dir", r.run_dir}, {"logs", r.logs}};
+                   {"run_dir", r.run_dir}, {"logs", r.logs}, {"ranks", r.ranks},
+                   {"duration_s", r.duration_s}, {"hang", r.hang}};
   j["root_cause"] = r.root_cause ? exit_json(*r.root_cause) : nlohmann::json(nullptr);
   j["other_failures"] = nlohmann::json::array();
   for (const auto& w : r.other_failures) j["other_failures"].push_back(exit_json(w));

@@ -145,6 +145,18 @@ std::vector<WorkerExit> WorkerGroup::exits() const {
   return out;
 }
 
+bool WorkerGroup::output_done(long pid) const {
+  for (const auto& w : workers_)
+    if (w->exit.pid == pid) return w->finished();
+  return true;
+}
+
+std::vector<std::string> WorkerGroup::stderr_tail(long pid) const {
+  for (const auto& w : workers_)
+    if (w->exit.pid == pid) return w->output.stderr_tail();
+  return {};
+}
+
 void WorkerGroup::retire() {
   if (drain_timer_) uv_timer_stop(drain_timer_.get());
   for (auto& w : workers_) retired_.push_back(std::move(w));

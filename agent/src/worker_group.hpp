@@ -78,6 +78,9 @@ class WorkerGroup {
   std::set<pid_t> live_pids() const;
   bool finished() const;  // every worker exited and its output is read (true when empty)
   std::vector<WorkerExit> exits() const;  // with the last lines of their stderr
+  // The worker `pid` of this generation exited and its output is read (or it is not here).
+  bool output_done(long pid) const;
+  std::vector<std::string> stderr_tail(long pid) const;  // its last lines so far
   // The generation is over: its workers leave the group (their handles close in the background).
   void retire();
   void clear_retired() { retired_.clear(); }

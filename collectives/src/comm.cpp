@@ -7,6 +7,7 @@
 
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/params.hpp"
+#include "progress.hpp"
 
 namespace dtrain::coll {
 namespace {
@@ -130,6 +131,7 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
   d.root = kind == OpKind::broadcast ? root : 0;
   d.count = count;
   d.deadline = Clock::now() + cfg_.timeout;
+  progress::note(d);
   return d;
 }
 

@@ -22,6 +22,7 @@
 #include "dtrain/collectives.h"
 #include "dtrain/rendezvous/store.hpp"
 #include "engine.hpp"
+#include "progress.hpp"
 #include "transport/transport.hpp"
 
 namespace dtrain::coll {
@@ -155,6 +156,7 @@ class Communicator {
 // peers stop) before it propagates.
 template <class F>
 void Communicator::run(F&& body) {
+  progress::Scope published;  // the agent sees the call begin and end (progress.hpp)
   try {
     body();
   } catch (const CollError& e) {

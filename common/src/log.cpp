@@ -100,16 +100,20 @@ void write(Level level, Subsys, const char* file, int line, std::string_view msg
     std::lock_guard lock(g_tag_mutex);
     tag = g_tag;
   }
+  // the source location is for developers: shown under DTRAIN_LOG=debug (or trace) only
+  ensure_init();
+  bool located = g_level.load(std::memory_order_relaxed) >= int(Level::debug);
+  const char* base = std::strrchr(file, '/');
+  std::string where = located ? fmt::format(" [{}:{}]", base ? base + 1 : file, line) : std::string();
   std::string out;
   // One line each: text from peers (client names, run ids) can never start a line or send escapes.
-  std::string clean = text::printable(msg);
-  msg = clean;
-  if (level <= Level::warn || level >= Level::debug) {
-    const char* base = std::strrchr(file, '/');
-    out = fmt::format("{}: {}: {} [{}:{}]\n", tag, level_name(level), msg, base ? base + 1 : file, line);
-  } else {
-    out = fmt::format("{}: {}\n", tag, msg);
-  }
+  const std::string clean = text::printable(msg);
+  if (level <= Level::warn || level >= Level::debug)
+    out = fmt::format("{}: {}: {}{}
+", tag, level_name(level), clean, where);
+  else
+    out = fmt::format("{}: {}{}
+", tag, clean, where);
   // One write(2) per line so lines from several threads or processes never mix.
   ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
   (void)ignored;

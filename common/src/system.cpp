@@ -4,6 +4,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dtrain/common/errors.hpp"
+
 namespace dtrain::sys {
 
 int usable_cpus() {

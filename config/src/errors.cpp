@@ -10,6 +10,8 @@ std::string format_problems(const std::string& source, const std::vector<SpecPro
   auto line = [](const SpecProblem& p) {
     return p.path.empty() ? p.message : fmt::format("{}: {}", p.path, p.message);
   };
+  // the flags and the program themselves: their names say where
+  if (problems.size() == 1 && source == kCommandLine) return line(problems.front());
   if (problems.size() == 1) return fmt::format("{}: {}", where, line(problems.front()));
   // A spec with 40,000 bad keys gets a readable message: the first ones and a count.
   constexpr std::size_t kShown = 50;

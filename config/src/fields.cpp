@@ -202,6 +202,8 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.output.timestamps = v.get<bool>(); }},
   {"/output/log_dir", FieldType::string, "unset (no log files)", "directory for one log file per rank", 0, 0, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.output.log_dir = v.get<std::string>(); }},
+  {"/output/hang_timeout_s", FieldType::number, "unset (no hang detection)", "a worker waiting this many seconds in one collective ends the job as hung (exit 70)", 0, kMaxSeconds, true, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.output.hang_timeout_s = v.get<double>(); }},
 
   {"/grace_s", FieldType::number, "10", "seconds between SIGTERM and SIGKILL when workers are stopped", 0, 3600, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.grace_s = v.get<double>(); }},

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <system_error>
 #include <fstream>
 #include <sstream>
 
@@ -55,11 +56,15 @@ std::optional<long long> to_int(const std::string& s) {
 struct Sourced {
   int value = 0;
   std::string source;  // "flags", "spec", "slurm", ...
-  std::string path;    // "--nodes", "/cluster/instances", "SLURM_NNODES"
+  std::string path;    // "--nnodes", "/cluster/instances", "SLURM_NNODES"
+  std::string shown;   // the variable's own text when the value is derived from it (a host list)
+  Sourced(int v, std::string src, std::string p, std::string text = {})
+      : value(v), source(std::move(src)), path(std::move(p)), shown(std::move(text)) {}
   std::string label() const {
     if (source == "default") return fmt::format("default {}", value);
     if (path.rfind("--", 0) == 0) return fmt::format("{} {} (flags)", path, value);
     if (path.rfind('/', 0) == 0) return fmt::format("{} {} (job spec)", path, value);
+    if (!shown.empty()) return fmt::format("{}={} ({} hosts, {})", path, shown, value, source);
     return fmt::format("{}={} ({})", path, value, source);
   }
 };
@@ -70,11 +75,12 @@ struct EnvIdentity {
   std::optional<Sourced> node_rank;
   std::optional<Sourced> instances;
   std::string master;
-  std::optional<int> master_port;
   std::vector<std::string> hosts;
   std::string host;
   std::optional<int> gpus;
   std::optional<std::string> run_id;
+  bool rank_reported = false;  // this node's rank is unknown and a problem already says why
+  std::vector<std::string> warnings;
 };
 
 std::optional<int> env_int(const Environment& env, const std::string& name, const std::string& source, long long lo,
@@ -95,7 +101,9 @@ void hosts_identity(EnvIdentity& id, const std::string& current, const std::stri
   if (it == id.hosts.end()) {
     std::string shown = text::join(std::span<const std::string>(id.hosts.data(), std::min<std::size_t>(id.hosts.size(), 8)), ", ");
     if (id.hosts.size() > 8) shown += ", ...";
-    out.push_back({current_var, fmt::format("host \"{}\" ({}) is not in {} [{}]", current, id.source, hosts_what, shown)});
+    out.push_back({current_var, fmt::format("host \"{}\" ({}) is not in {} [{}]; this node's rank is its place in "
+                                            "that list", current, id.source, hosts_what, shown)});
+    id.rank_reported = true;
     return;
   }
   id.host = current;
@@ -157,12 +165,45 @@ std::optional<EnvIdentity> from_sagemaker(const Environment& env, Problems& out)
   id.hosts = cfg["hosts"].get<std::vector<std::string>>();
   std::sort(id.hosts.begin(), id.hosts.end());
   id.hosts.erase(std::unique(id.hosts.begin(), id.hosts.end()), id.hosts.end());
-  id.instances = Sourced{static_cast<int>(id.hosts.size()), "sagemaker", what == "SM_HOSTS" ? "SM_HOSTS" : what + " hosts"};
+  id.instances = Sourced{static_cast<int>(id.hosts.size()), "sagemaker", what == "SM_HOSTS" ? "SM_HOSTS" : what + " hosts",
+                         what == "SM_HOSTS" ? *env.get("SM_HOSTS") : ""};
   id.master = id.hosts.front();
   hosts_identity(id, cfg["current_host"].get<std::string>(), what == "SM_HOSTS" ? "SM_CURRENT_HOST" : what + " current_host",
                  what, out);
   id.gpus = env_int(env, "SM_NUM_GPUS", "sagemaker", 0, 4096, out);
   return id;
+}
+
+// Slurm variables of a node's identity without the node list: refused, not ignored (the job would
+// otherwise run as a single node where the user expected several).
+void check_partial_slurm(const Environment& env, Problems& out) {
+  for (const char* v : {"SLURM_NODEID", "SLURM_NNODES", "SLURMD_NODENAME"}) {
+    const std::string* x = env.get(v);
+    if (x == nullptr) continue;
+    out.push_back({v, fmt::format("{}={} is set but SLURM_JOB_NODELIST is not (slurm): a partial Slurm environment, "
+                                  "so the nodes of the allocation are unknown; run dtrain inside the allocation "
+                                  "(sbatch, salloc, srun), or unset the SLURM_* variables", v, *x)});
+    return;
+  }
+}
+
+// dtrain runs once per node and starts the workers itself: several Slurm tasks per node are several
+// dtrains per node. A second task of a node is refused; the count alone is a warning.
+void check_tasks_per_node(const Environment& env, EnvIdentity& id, Problems& out) {
+  const std::string* t = env.get("SLURM_NTASKS_PER_NODE");
+  int n = 0;
+  if (t == nullptr || std::from_chars(t->data(), t->data() + t->size(), n).ec != std::errc{} || n <= 1) return;
+  const std::string* local = env.get("SLURM_LOCALID");
+  if (local != nullptr && *local != "0") {
+    out.push_back({"SLURM_LOCALID", fmt::format("{} (slurm): this is task {} of SLURM_NTASKS_PER_NODE={} on this node, "
+                                                "but dtrain runs once per node and starts the {} workers itself; "
+                                                "use srun --ntasks-per-node=1 and --nproc-per-node {}",
+                                                *local, *local, *t, *t, *t)});
+    return;
+  }
+  id.warnings.push_back(fmt::format("SLURM_NTASKS_PER_NODE={} (slurm): dtrain runs once per node and starts the "
+                                    "workers itself; run it with srun --ntasks-per-node=1, and give --nproc-per-node "
+                                    "{} for {} workers per node", *t, *t, *t));
 }
 
 std::optional<EnvIdentity> from_slurm(const Environment& env, Problems& out) {
@@ -172,7 +213,10 @@ std::optional<EnvIdentity> from_slurm(const Environment& env, Problems& out) {
     list_var = "SLURM_NODELIST";
     list = env.get(list_var);
   }
-  if (list == nullptr) return std::nullopt;
+  if (list == nullptr) {
+    check_partial_slurm(env, out);
+    return std::nullopt;
+  }
   EnvIdentity id;
   id.source = "slurm";
   id.scheduler = true;
@@ -183,7 +227,7 @@ std::optional<EnvIdentity> from_slurm(const Environment& env, Problems& out) {
     return std::nullopt;
   }
   id.master = id.hosts.front();
-  id.instances = Sourced{static_cast<int>(id.hosts.size()), "slurm", list_var};
+  id.instances = Sourced{static_cast<int>(id.hosts.size()), "slurm", list_var, *list};
   if (auto n = env_int(env, "SLURM_NNODES", "slurm", 1, 1 << 20, out); n && *n != id.instances->value)
     out.push_back({"SLURM_NNODES", fmt::format("{} (slurm) disagrees with the {} hosts of {}={}", *n,
                                                id.instances->value, list_var, *list)});
@@ -196,6 +240,7 @@ std::optional<EnvIdentity> from_slurm(const Environment& env, Problems& out) {
     auto it = std::find(id.hosts.begin(), id.hosts.end(), *name);
     if (it == id.hosts.end()) {
       out.push_back({"SLURMD_NODENAME", fmt::format("host \"{}\" (slurm) is not in {}={}", *name, list_var, *list)});
+      id.rank_reported = true;
     } else {
       int index = static_cast<int>(it - id.hosts.begin());
       if (nodeid && *nodeid != index)
@@ -216,6 +261,7 @@ std::optional<EnvIdentity> from_slurm(const Environment& env, Problems& out) {
     for (char c : *job) rid += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
     id.run_id = rid;
   }
+  check_tasks_per_node(env, id, out);
   return id;
 }
 
@@ -229,7 +275,6 @@ std::optional<EnvIdentity> from_torch_env(const Environment& env, Problems& out)
   EnvIdentity id;
   id.source = "torch-env";
   if (addr != nullptr && !addr->empty()) id.master = *addr;
-  if (auto p = env_int(env, "MASTER_PORT", "torch env", 1, 65535, out)) id.master_port = *p;
   if (auto n = env_int(env, "WORLD_SIZE", "torch env: the number of nodes", 1, 65536, out))
     id.instances = Sourced{*n, "torch-env", "WORLD_SIZE"};
   if (auto r = env_int(env, "RANK", "torch env: this node's rank", 0, 65535, out))
@@ -237,24 +282,26 @@ std::optional<EnvIdentity> from_torch_env(const Environment& env, Problems& out)
   return id;
 }
 
-}  // namespace
+// MASTER_PORT the user exported (not inside a worker, whose MASTER_PORT is its own job's): it
+// reaches the workers exactly.
+std::optional<int> exported_master_port(const Environment& env, Problems& out) {
+  if (env.get("LOCAL_RANK") != nullptr || env.get("DTRAIN_RUN_ID") != nullptr) return std::nullopt;
+  return env_int(env, "MASTER_PORT", "the port of rank 0's store for the workers", 1, 65535, out);
+}
 
-namespace detail {
-
-NodeIdentity discover_identity(const JobSpec& spec, const Overrides& ov, const Environment& env, Problems& out) {
-  NodeIdentity id;
-  std::optional<EnvIdentity> e = from_sagemaker(env, out);
-  if (!e) e = from_slurm(env, out);
-  if (!e) e = from_torch_env(env, out);
-
+Sourced choose_instances(const JobSpec& spec, const Overrides& ov, const std::optional<EnvIdentity>& e, Problems& out) {
   Sourced instances{1, "default", ""};
-  if (ov.nodes) instances = {*ov.nodes, "flags", "--nodes"};
+  if (ov.nodes) instances = {*ov.nodes, "flags", "--nnodes"};
   else if (spec.cluster.instances) instances = {*spec.cluster.instances, "spec", "/cluster/instances"};
   else if (e && e->instances) instances = *e->instances;
   if (e && e->scheduler && e->instances && instances.source != e->source && instances.value != e->instances->value)
     out.push_back({instances.path, fmt::format("{} disagrees with {}: the allocation has {} nodes; drop one or make them agree",
                                                instances.label(), e->instances->label(), e->instances->value)});
+  return instances;
+}
 
+Sourced choose_node_rank(const Overrides& ov, const std::optional<EnvIdentity>& e, const Sourced& instances,
+                         const std::string& hostname, Problems& out) {
   Sourced node_rank{0, "default", ""};
   if (ov.node_rank) node_rank = {*ov.node_rank, "flags", "--node-rank"};
   else if (e && e->node_rank) node_rank = *e->node_rank;
@@ -265,17 +312,24 @@ NodeIdentity discover_identity(const JobSpec& spec, const Overrides& ov, const E
     out.push_back({node_rank.path.empty() ? "--node-rank" : node_rank.path,
                    fmt::format("node rank {} is not below the node count: {} but {}; node ranks run from 0 to nodes-1",
                                node_rank.value, node_rank.label(), instances.label())});
-  if (e && e->scheduler && !e->node_rank && !ov.node_rank && instances.value > 1)
-    out.push_back({e->source == "slurm" ? "SLURM_NODEID" : "SM_CURRENT_HOST",
-                   fmt::format("is not set, so this node's rank is unknown ({}); run dtrain through srun, or give "
-                               "--node-rank", e->source)});
+  if (e && e->scheduler && !e->node_rank && !ov.node_rank && instances.value > 1 && !e->rank_reported) {
+    if (e->source == "slurm")
+      out.push_back({"SLURM_NODEID", fmt::format("is not set, and neither SLURMD_NODENAME nor this host's name \"{}\" "
+                                                 "is in the node list, so this node's rank is unknown (slurm); run "
+                                                 "dtrain through srun, or give --node-rank", hostname)});
+    else
+      out.push_back({"SM_CURRENT_HOST", "is not set, so this node's rank is unknown (sagemaker); give --node-rank"});
+  }
+  return node_rank;
+}
 
-  id.instances = instances.value;
-  id.node_rank = node_rank.value;
-  id.field_sources["instances"] = instances.source;
-  id.field_sources["node_rank"] = node_rank.source;
-
-  if (e && !e->master.empty()) {
+void choose_master(NodeIdentity& id, const JobSpec& spec, const Overrides& ov, const std::optional<EnvIdentity>& e,
+                   const Environment& env, Problems& out) {
+  id.field_sources["master_addr"] = "default";
+  if (ov.master_addr) {
+    id.master_addr = *ov.master_addr;
+    id.field_sources["master_addr"] = "flags";
+  } else if (e && !e->master.empty()) {
     id.master_addr = e->master;
     id.field_sources["master_addr"] = e->source;
   } else if (spec.rendezvous.endpoint) {
@@ -283,18 +337,40 @@ NodeIdentity discover_identity(const JobSpec& spec, const Overrides& ov, const E
       id.master_addr = net::parse_host_port(*spec.rendezvous.endpoint, "endpoint").host;
       id.field_sources["master_addr"] = ov.rdzv ? "flags" : "spec";
     } catch (const ConfigError&) {
-      id.field_sources["master_addr"] = "default";
     }
-  } else {
-    id.field_sources["master_addr"] = "default";
   }
-  if (e && e->master_port) {
-    id.master_port = e->master_port;
-    id.field_sources["master_port"] = e->source;
+  if (ov.master_port) {
+    id.master_port = ov.master_port;
+    id.field_sources["master_port"] = "flags";
+  } else if (auto p = exported_master_port(env, out)) {
+    id.master_port = p;
+    id.field_sources["master_port"] = e && e->source == "torch-env" ? "torch-env" : "env";
   }
+}
+
+}  // namespace
+
+namespace detail {
+
+NodeIdentity discover_identity(const JobSpec& spec, const Overrides& ov, const Environment& env, Problems& out) {
+  NodeIdentity id;
+  std::optional<EnvIdentity> e;
+  if (!ov.standalone) {  // --standalone: one node, whatever the environment says
+    e = from_sagemaker(env, out);
+    if (!e) e = from_slurm(env, out);
+    if (!e) e = from_torch_env(env, out);
+  }
+  Sourced instances = choose_instances(spec, ov, e, out);
+  Sourced node_rank = choose_node_rank(ov, e, instances, env.hostname, out);
+  id.instances = instances.value;
+  id.node_rank = node_rank.value;
+  id.field_sources["instances"] = instances.source;
+  id.field_sources["node_rank"] = node_rank.source;
+  choose_master(id, spec, ov, e, env, out);
   if (e) {
     id.hosts = e->hosts;
     id.host = e->host;
+    id.warnings = e->warnings;
     if (!id.hosts.empty()) id.field_sources["hosts"] = e->source;
     if (e->gpus) {
       id.gpus_per_instance = e->gpus;

@@ -85,7 +85,20 @@ void place_workers(Plan& plan, const Overrides& ov, const Environment& env, Prob
   };
   const auto& cl = plan.spec.cluster;
   bool spec_cpu = cl.procs_per_instance.has_value() && !cl.gpus_per_instance;
-  if (ov.nproc_per_node) {
+  if (ov.nproc_mode) {  // torchrun's gpu | cpu | auto: counted here, whatever the spec says
+    const std::string& m = *ov.nproc_mode;
+    plan.slots_source = "flags (" + m + ")";
+    if (m == "cpu" || (m == "auto" && gpus() == 0)) {
+      plan.procs_per_instance = count_cpu_slots(env);
+    } else if (gpus() > 0) {
+      plan.procs_per_instance = gpus();
+      plan.use_gpus = true;
+    } else {
+      plan.procs_per_instance = 1;
+      problems.push_back({"--nproc-per-node", "gpu: no GPU is visible on this node (CUDA_VISIBLE_DEVICES, /dev/nvidia*); "
+                                              "use cpu, auto or a count"});
+    }
+  } else if (ov.nproc_per_node) {
     plan.procs_per_instance = *ov.nproc_per_node;
     plan.slots_source = "flags";
     plan.use_gpus = cl.gpus_per_instance.has_value() ||
@@ -264,20 +277,26 @@ void choose_run_id(Plan& plan) {
 
 void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
   const auto& spec = plan.spec;
+  const auto& id = plan.identity;
   if (spec.rendezvous.endpoint) {
     plan.rdzv_endpoint = *spec.rendezvous.endpoint;
     plan.rdzv_source = ov.rdzv ? "flags" : "spec";
   } else if (plan.instances > 1) {
-    const auto& src = plan.identity.field_sources["master_addr"];
-    if (src != "default" && !plan.identity.master_addr.empty()) {
-      plan.rdzv_endpoint = net::endpoint_text(plan.identity.master_addr,
-                                              plan.identity.master_port.value_or(kDefaultRdzvPort));
+    const auto& src = plan.identity.field_sources.at("master_addr");
+    if (src != "default" && !id.master_addr.empty()) {
+      // MASTER_PORT is the workers' (rank 0's own store), so the rendezvous takes torchrun's port
+      plan.rdzv_endpoint = net::endpoint_text(id.master_addr, kDefaultRdzvPort);
       plan.rdzv_source = src;
+      if (id.master_port == kDefaultRdzvPort)
+        problems.push_back({id.field_sources.at("master_port") == "flags" ? "--master-port" : "MASTER_PORT",
+                            fmt::format("{} is also the port of the rendezvous derived from the master address ({}); "
+                                        "pick another master port, or give --rdzv-endpoint HOST:PORT",
+                                        kDefaultRdzvPort, plan.rdzv_endpoint)});
     } else {
       problems.push_back({"/rendezvous/endpoint",
                           fmt::format("unset, but the job has {} nodes and none of them is known as node 0; set "
-                                      "rendezvous.endpoint or --rdzv HOST:PORT (or run under Slurm, SageMaker or with "
-                                      "MASTER_ADDR)", plan.instances)});
+                                      "rendezvous.endpoint, --rdzv-endpoint HOST:PORT or --master-addr (or run under "
+                                      "Slurm, SageMaker or with MASTER_ADDR)", plan.instances)});
     }
   } else {
     plan.rdzv_source = "standalone";
@@ -291,6 +310,7 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
   Plan plan;
   plan.spec = spec;
   plan.identity = detail::discover_identity(spec, ov, env, problems);
+  plan.warnings = plan.identity.warnings;
   plan.instances = plan.identity.instances;
   place_workers(plan, ov, env, problems);
   number_ranks(plan, problems);

@@ -158,6 +158,7 @@ std::string plan_to_text(const Plan& plan) {
   row("job", fmt::format("{} (run id {}, {})", s.name, plan.run_id, plan.run_id_source));
   if (!s.source.empty()) row("spec", s.source.string());
   row("command", cmd);
+  if (!plan.python.empty()) row("python", fmt::format("{} ({})", plan.python, plan.python_source));
   row("cluster", fmt::format("{} instance{} x {} {} = world size {}", plan.instances, plan.instances == 1 ? "" : "s",
                              plan.procs_per_instance,
                              plan.use_gpus ? (plan.procs_per_instance == 1 ? "GPU worker" : "GPU workers")

@@ -1,5 +1,6 @@
 // Job spec v1: JSON text -> (--set edits) -> validation against the field registry -> JobSpec.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -327,25 +328,100 @@ void check_combinations(const json& doc, const JobSpec& spec, Collector& c) {
                                                     spec.rendezvous.heartbeat_s));
 }
 
+// "--nnodes 2" or "2:2"; an elastic range MIN:MAX with MIN < MAX is refused until elastic jobs exist.
+}  // namespace
+
+void set_nnodes(Overrides& o, const std::string& text) {
+  auto whole = [](std::string_view s) -> std::optional<int> {
+    int v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+    return v;
+  };
+  auto colon = text.find(':');
+  auto lo = whole(std::string_view(text).substr(0, colon));
+  auto hi = colon == std::string::npos ? lo : whole(std::string_view(text).substr(colon + 1));
+  if (!lo || !hi) {
+    o.flag_problems.push_back({"--nnodes", fmt::format("'{}' is not a node count; expected N (e.g. 2) or MIN:MAX", text)});
+  } else if (*lo != *hi) {
+    o.flag_problems.push_back({"--nnodes", fmt::format("{} is an elastic range; dtrain runs a fixed number of nodes "
+                                                       "for now: give one count, e.g. --nnodes {}", text, *hi)});
+  } else {
+    o.nodes = *lo;
+  }
+}
+
+// "--nproc-per-node 4", or gpu (one per visible GPU), cpu (one per CPU), auto (GPUs if any, else CPUs).
+void set_nproc_per_node(Overrides& o, const std::string& text) {
+  o.nproc_mode.reset();
+  o.nproc_per_node.reset();
+  if (text == "gpu" || text == "cpu" || text == "auto") {
+    o.nproc_mode = text;
+    return;
+  }
+  int v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
+    o.flag_problems.push_back(
+        {"--nproc-per-node", fmt::format("'{}' is not a worker count; expected a number, gpu, cpu or auto", text)});
+  else
+    o.nproc_per_node = v;
+}
+
+namespace {
+
+// torchrun's --rdzv-endpoint may leave the port out: 29400 then.
+std::string with_default_port(const std::string& ep) {
+  bool bracketed = !ep.empty() && ep.front() == '[';
+  bool has_port = bracketed ? ep.find("]:") != std::string::npos
+                            : (ep.find(':') != std::string::npos && ep.find(':') == ep.rfind(':'));
+  bool bare_v6 = !bracketed && ep.find(':') != ep.rfind(':');
+  if (has_port || ep.empty()) return ep;
+  return bare_v6 ? fmt::format("[{}]:29400", ep) : ep + ":29400";
+}
+
 void apply_flags(JobSpec& spec, const Overrides& o, Collector& c) {
+  for (const auto& p : o.flag_problems) c.add(p.path, p.message);
   if (o.nodes && (*o.nodes < 1 || *o.nodes > 65536))
-    c.add("--nodes", fmt::format("{} is out of range; expected a node count from 1 to 65536", *o.nodes));
+    c.add("--nnodes", fmt::format("{} is out of range; expected a node count from 1 to 65536", *o.nodes));
   if (o.node_rank && *o.node_rank < 0)
     c.add("--node-rank", fmt::format("{} is negative; expected a node rank from 0 to nodes-1", *o.node_rank));
   if (o.nodes && o.node_rank && *o.nodes >= 1 && *o.node_rank >= *o.nodes)
-    c.add("--node-rank", fmt::format("{} is not below --nodes {}; node ranks run from 0 to {}", *o.node_rank, *o.nodes,
+    c.add("--node-rank", fmt::format("{} is not below --nnodes {}; node ranks run from 0 to {}", *o.node_rank, *o.nodes,
                                      *o.nodes - 1));
   if (o.nproc_per_node && (*o.nproc_per_node < 1 || *o.nproc_per_node > 4096))
     c.add("--nproc-per-node", fmt::format("{} is out of range; expected a worker count from 1 to 4096", *o.nproc_per_node));
+  if (o.standalone && ((o.nodes && *o.nodes > 1) || o.rdzv))
+    c.add("--standalone", fmt::format("runs one node with a rendezvous of its own, but {} is given too; drop one",
+                                      o.rdzv ? "--rdzv-endpoint " + *o.rdzv : fmt::format("--nnodes {}", *o.nodes)));
+  if (o.standalone) spec.rendezvous.endpoint.reset();
   if (o.rdzv) {
+    std::string ep = with_default_port(*o.rdzv);
     try {
-      (void)net::parse_host_port(*o.rdzv, "--rdzv");
-      spec.rendezvous.endpoint = *o.rdzv;
+      (void)net::parse_host_port(ep, "--rdzv-endpoint");
+      spec.rendezvous.endpoint = ep;
     } catch (const ConfigError& e) {
       std::string msg = e.what();
-      if (msg.rfind("--rdzv: ", 0) == 0) msg.erase(0, 8);
-      c.add("--rdzv", msg);
+      if (msg.rfind("--rdzv-endpoint: ", 0) == 0) msg.erase(0, 17);
+      c.add("--rdzv-endpoint", msg);
     }
+  }
+  if (o.run_id) {
+    std::vector<SpecProblem> bad;
+    if (o.run_id->empty()) bad.push_back({"--rdzv-id", "empty; expected a run id, e.g. job-42"});
+    else if (const FieldInfo* f = find_field("/rendezvous/run_id"); f != nullptr && f->check) f->check(*o.run_id, "--rdzv-id", bad);
+    for (auto& p : bad) c.add(p.path, std::move(p.message));
+    if (bad.empty()) spec.rendezvous.run_id = *o.run_id;
+  }
+  if (o.master_addr && o.master_addr->empty())
+    c.add("--master-addr", "empty; expected node 0's host name or address");
+  if (o.master_port && (*o.master_port < 1 || *o.master_port > 65535))
+    c.add("--master-port", fmt::format("{} is out of range; expected a TCP port from 1 to 65535", *o.master_port));
+  if (o.max_restarts) {
+    if (*o.max_restarts < 0 || *o.max_restarts > 10000)
+      c.add("--max-restarts", fmt::format("{} is out of range; expected 0 to 10000", *o.max_restarts));
+    else
+      spec.restart.max_restarts = *o.max_restarts;
   }
   if (o.token_file) {
     if (o.token_file->empty()) c.add("--token-file", "empty path; expected the file that holds the rendezvous token");
@@ -369,6 +445,7 @@ JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
   spec.source = source;
   if (!c.problems.empty() && doc.is_null()) throw SpecError(display_source(source), c.problems);
   for (const auto& s : overrides.sets) apply_set(doc, s, c);
+  if (overrides.command && doc.is_object()) doc["command"] = *overrides.command;
   if (!doc.is_object()) {
     c.add("/", fmt::format("the job spec is {}; expected a JSON object, e.g. {{\"command\": [\"python3\", \"train.py\"]}}",
                            kind(doc)));
@@ -379,7 +456,7 @@ JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
   apply_flags(spec, overrides, c);
   if (!c.problems.empty()) throw SpecError(display_source(source), c.problems);
   if (spec.name.empty()) {
-    std::string base = std::filesystem::path(spec.command.front()).filename().string();
+    std::string base = overrides.default_name.value_or(std::filesystem::path(spec.command.front()).filename().string());
     std::string clean;
     for (char ch : base)
       clean += ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
@@ -390,6 +467,14 @@ JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
     spec.name = clean.empty() ? "job" : clean.substr(0, 64);
   }
   return spec;
+}
+
+JobSpec command_spec(const Overrides& overrides) {
+  try {
+    return load_spec_text(R"({"version": 1})", overrides);
+  } catch (const SpecError& e) {
+    throw SpecError(kCommandLine, e.problems());
+  }
 }
 
 JobSpec load_spec_file(const std::filesystem::path& file, const Overrides& overrides) {

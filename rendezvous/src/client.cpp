@@ -309,7 +309,8 @@ bool TcpStore::open_socket(Clock::time_point deadline, std::string& last_error) 
 std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
   if (opts.host.empty() || opts.port <= 0 || opts.port > 65535)
     throw ConfigError(fmt::format("rendezvous address '{}:{}' is not HOST:PORT", opts.host, opts.port));
-  auto deadline = Clock::now() + opts.connect_timeout;
+  const auto began = Clock::now();
+  auto deadline = began + opts.connect_timeout;
   milliseconds backoff{50};
   std::string last_error;
   const int cancel_fd = opts.cancel ? opts.cancel->fd() : -1;
@@ -330,6 +331,7 @@ std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
         last_error = fmt::format("the server closed the connection during the handshake ({})", e.what());
       }
     }
+    if (opts.on_retry) opts.on_retry(std::chrono::duration_cast<milliseconds>(Clock::now() - began), last_error);
     if (Clock::now() + backoff >= deadline)
       throw IoError(fmt::format("cannot reach the rendezvous at {} within {} ms: {}; is the store (node 0's agent or "
                                 "`dtrain rendezvous serve`) running there?",

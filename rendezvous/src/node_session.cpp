@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <exception>
+#include <utility>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
@@ -24,6 +25,9 @@ constexpr milliseconds kOpTimeout{60000};
 }  // namespace
 
 std::string JoinProgress::line() const {
+  if (!reachable)
+    return fmt::format("waiting for the rendezvous at {} (not reachable yet) {} s / {} s", endpoint,
+                       elapsed.count() / 1000, timeout.count() / 1000);
   return fmt::format("waiting for nodes {}/{} (missing: {}) {} s / {} s", joined, instances, missing,
                      elapsed.count() / 1000, timeout.count() / 1000);
 }
@@ -79,6 +83,7 @@ JoinResult NodeSession::run_join(TcpStore& conn, const ProgressFn& progress) {
     p.joined = int(f.i64_at(0));
     p.instances = int(f.i64_at(1));
     p.missing = std::string(f.str_at(2));
+    p.endpoint = conn.endpoint();
     p.elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
     p.timeout = opts_.join_timeout;
     progress(p);
@@ -106,6 +111,17 @@ JoinResult NodeSession::join(const ProgressFn& progress) {
   // Other nodes may start long before node 0 serves the store: keep trying for the join timeout.
   co.connect_timeout = std::max(co.connect_timeout, opts_.join_timeout);
   co.cancel = join_cancel_;
+  if (progress)
+    co.on_retry = [&](milliseconds elapsed, const std::string& why) {
+      JoinProgress p;
+      p.reachable = false;
+      p.endpoint = net::endpoint_text(co.host, co.port);
+      p.why = why;
+      p.instances = opts_.instances;
+      p.elapsed = elapsed;
+      p.timeout = opts_.join_timeout;
+      progress(p);
+    };
   auto conn = connect_for_join(co);
   JoinResult r;
   std::exception_ptr failed;
@@ -200,7 +216,14 @@ void NodeSession::set_local_state(std::string state, int running, int exited, in
   restarts_ = restarts;
 }
 
-void NodeSession::report_failure(int rank, int exit_code, int signal, const std::string& message) {
+void NodeSession::set_progress(std::string text) {
+  std::lock_guard lock(mu_);
+  progress_ = std::move(text);
+}
+
+std::string NodeSession::progress_key(int node_rank) { return fmt::format("dtrain/progress/node-{}", node_rank); }
+
+void NodeSession::report(int rank, int exit_code, int signal, const std::string& message, const char* kind) {
   TcpStore* s;
   int node;
   {
@@ -208,8 +231,19 @@ void NodeSession::report_failure(int rank, int exit_code, int signal, const std:
     s = session_.get();
     node = result_.self.node_rank;
   }
-  DTRAIN_CHECK(s != nullptr, "report_failure before join");
-  s->call(Frame(Op::report).i64(node).i64(rank).i64(exit_code).i64(signal).str(message.substr(0, 4000)), kOpTimeout);
+  DTRAIN_CHECK(s != nullptr, "report before join");
+  Frame f(Op::report);
+  f.i64(node).i64(rank).i64(exit_code).i64(signal).str(message.substr(0, 4000));
+  if (kind != nullptr) f.str(kind);
+  s->call(f, kOpTimeout);
+}
+
+void NodeSession::report_failure(int rank, int exit_code, int signal, const std::string& message) {
+  report(rank, exit_code, signal, message, nullptr);
+}
+
+void NodeSession::report_stop(int exit_code, int signal, const std::string& message) {
+  report(-1, exit_code, signal, message, "stopped");
 }
 
 std::optional<Event> NodeSession::finish(milliseconds timeout) {
@@ -278,7 +312,7 @@ void NodeSession::emit(const Event& e) {
       if (server_lost_emitted_ || finished_) return;
       server_lost_emitted_ = true;
     }
-    if (!root_ && (e.kind == "failure" || e.kind == "lost")) {
+    if (!root_ && (e.kind == "failure" || e.kind == "stopped" || e.kind == "lost")) {
       root_ = e;
       if (in_barrier_ && session_) session_->close();  // ends the leave call at once
       cv_.notify_all();
@@ -302,9 +336,12 @@ void NodeSession::heartbeat_loop() {
     Frame hb(Op::heartbeat);
     hb.str(state_).i64(running_).i64(exited_).i64(restarts_);
     TcpStore* s = session_.get();
+    std::optional<std::string> progress = std::exchange(progress_, std::nullopt);
+    int node = result_.self.node_rank;
     lock.unlock();
     try {
       s->call(hb, kOpTimeout);
+      if (progress) s->set(progress_key(node), as_bytes(*progress));
     } catch (const Error& e) {
       lock.lock();
       if (hb_stop_) return;
@@ -358,6 +395,21 @@ std::vector<std::string> list_runs(const ClientOptions& opts) {
   Frame r = s->call(Frame(Op::list_runs), kOpTimeout);
   std::vector<std::string> out;
   for (const auto& a : r.args) out.push_back(to_string(a));
+  return out;
+}
+
+std::vector<std::string> query_progress(const ClientOptions& opts, const RunStatus& st) {
+  std::vector<std::string> out(st.nodes.size());
+  if (st.nodes.empty()) return out;
+  ClientOptions co = opts;
+  co.run_id = st.run_id;
+  co.generation = static_cast<int>(st.generation);
+  auto s = connect_store(co);
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    if (st.nodes[i].node_rank < 0) continue;
+    std::vector<std::string> key{NodeSession::progress_key(st.nodes[i].node_rank)};
+    if (s->check(key)) out[i] = to_string(s->get(key[0], kOpTimeout));
+  }
   return out;
 }
 

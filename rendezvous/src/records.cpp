@@ -28,6 +28,7 @@ struct Reader {
 std::string describe_event(const Event& e) {
   std::string where = e.host.empty() ? fmt::format("node {}", e.node) : fmt::format("node {} ({})", e.node, e.host);
   if (e.kind == "lost") return fmt::format("{} lost: {}", where, e.message);
+  if (e.kind == "stopped") return fmt::format("{} {}", where, e.message.empty() ? "stopped" : e.message);
   std::string how = e.signal != 0 ? fmt::format("was killed by signal {}", e.signal)
                                   : fmt::format("exited with code {}", e.exit_code);
   std::string who = e.rank >= 0 ? fmt::format("rank {} {}", e.rank, how) : how;

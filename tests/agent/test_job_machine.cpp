@@ -48,6 +48,7 @@ std::string render(const job::Action& a) {
           },
           [](const job::Say& x) { return "say " + x.text; },
           [](const job::LocalFailure& x) { return fmt::format("local_failure {}", x.exit.rank); },
+          [](const job::SelfStopped& x) { return fmt::format("self_stop {} {}", x.stop.exit_code, x.stop.reason); },
           [](const job::Progress&) { return std::string("progress"); },
           [](const job::CancelBackoff&) { return std::string("cancel_backoff"); },
           [](const job::ArmBackoff&) { return std::string("arm_backoff"); },
@@ -181,7 +182,8 @@ TEST_SUITE("agent::job_machine") {
     a.run();
     CHECK(a(job::Signal{SIGUSR1, 2}) == Lines{"kill SIGUSR1"});
     CHECK(a(job::Signal{SIGINT, 2}) == Lines{"say dtrain: SIGINT: stopping 2 worker(s) (grace 7 s; again to kill them now)",
-                                             "enter stopping", "kill SIGINT stopping grace"});
+                                             "self_stop 130 interrupted by SIGINT", "enter stopping",
+                                             "kill SIGINT stopping grace"});
     CHECK(a(job::Signal{SIGINT, 2}) == Lines{"say dtrain: SIGINT again: killing the workers now", "kill SIGKILL"});
     CHECK(a(job::Signal{SIGINT, 2}).empty());
     CHECK(a(job::Drained{{ex(0, 0, SIGKILL)}}) ==
@@ -197,7 +199,8 @@ TEST_SUITE("agent::job_machine") {
     Machine c({.external_start = true});
     c(job::Start{});
     CHECK(c(job::Signal{SIGHUP, 0}) ==
-          Lines{"say dtrain: SIGHUP: stopping 0 worker(s) (grace 10 s; again to kill them now)", "enter stopping"});
+          Lines{"say dtrain: SIGHUP: stopping 0 worker(s) (grace 10 s; again to kill them now)",
+                "self_stop 129 interrupted by SIGHUP", "enter stopping"});
     CHECK(c(job::Drained{}) == Lines{"collect root - others []", "finish 129 (interrupted by SIGHUP)"});
   }
 
@@ -276,11 +279,12 @@ TEST_SUITE("agent::job_machine") {
     };
     const Row rows[] = {
         {job::RuntimeOver{},
-         {"say dtrain: max_runtime_s 1 passed: stopping the job", "cancel_backoff", "enter stopping",
-          "kill SIGTERM stopping grace"},
+         {"say dtrain: max_runtime_s 1 passed: stopping the job", "self_stop 124 max_runtime_s 1 passed",
+          "cancel_backoff", "enter stopping", "kill SIGTERM stopping grace"},
          "finish 124 (max_runtime_s 1 passed)"},
         {job::Signal{SIGINT, 0},
-         {"say dtrain: SIGINT: stopping 0 worker(s) (grace 10 s; again to kill them now)", "enter stopping"},
+         {"say dtrain: SIGINT: stopping 0 worker(s) (grace 10 s; again to kill them now)",
+          "self_stop 130 interrupted by SIGINT", "enter stopping"},
          "finish 130 (interrupted by SIGINT)"},
         {job::Remote{remote(K::abort, 42, "told to")},
          {"say dtrain: told to: stopping the local workers", "enter stopping"},
@@ -315,5 +319,29 @@ TEST_SUITE("agent::job_machine") {
     CHECK(ex(0, 0, SIGSEGV).describe() == "killed by SIGSEGV (11)");
     CHECK(ex(0, 127, 0, ENOENT).describe().find("could not execute the command") == 0);
     CHECK(agent::signal_name(SIGKILL) == "SIGKILL");
+  }
+
+  TEST_CASE("a node stopping on its own says so before it stops: a signal, max_runtime_s, a hang") {
+    Machine a;
+    a.run();
+    Lines l = a(job::Signal{SIGINT, 2});
+    REQUIRE(l.size() >= 3);
+    CHECK(l[1] == "self_stop 130 interrupted by SIGINT");
+    CHECK(l[2] == "enter stopping");
+    Machine b({.max_runtime_s = 5.0});
+    b.run();
+    l = b(job::RuntimeOver{});
+    CHECK(l[1] == "self_stop 124 max_runtime_s 5 passed");
+    Machine c;
+    c.run();
+    l = c(job::Hung{"hang: no progress for 3 s"});
+    CHECK(l == Lines{"say dtrain: hang: no progress for 3 s: stopping the job", "self_stop 70 hang: no progress for 3 s",
+                     "enter stopping", "kill SIGTERM stopping grace"});
+    CHECK(c(job::Drained{{ex(0, 0, SIGTERM)}}).back() == "finish 70 (hang: no progress for 3 s)");
+    // a hang while stopping for a failure changes nothing
+    Machine d;
+    d.run();
+    d(job::WorkerExited{ex(1, 3)});
+    CHECK(d(job::Hung{"x"}).empty());
   }
 }

@@ -320,4 +320,62 @@ TEST_SUITE("agent::launch") {
       CHECK(procs_with_env(marker).empty());
     }
   }
+
+  TEST_CASE("MASTER_PORT exported, or --master-port, reaches every worker exactly, as the plan says") {
+    TempDir t;
+    auto j = job(t, "echo \"$MASTER_PORT\" > \"port.$RANK\"; grep -o '\"master_port\": [0-9][0-9]*' \"$DTRAIN_PLAN\" > \"plan.$RANK\"", 2);
+    auto l = launch(t, {"launch", j}, {{"MASTER_PORT", "29577"}});
+    REQUIRE(l.rc == 0);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(slurp(t.path / ("port." + std::to_string(r))) == "29577\n");
+      CHECK(slurp(t.path / ("plan." + std::to_string(r))) == "\"master_port\": 29577\n");
+    }
+    l = launch(t, {"launch", j, "--master-port", "29578"}, {{"MASTER_PORT", "29577"}});
+    REQUIRE(l.rc == 0);
+    CHECK(slurp(t.path / "port.1") == "29578\n");
+  }
+
+  TEST_CASE("a successful run ends with one summary line and no warning") {
+    TempDir t;
+    auto j = job(t, "exit 0", 3);
+    auto l = launch(t, {"launch", j});
+    REQUIRE(l.rc == 0);
+    auto lines = lines_of(l.err);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].rfind("dtrain: job finished: 3 ranks exited 0 in ", 0) == 0);
+    CHECK(lines[0].find("s (no restarts)") != std::string::npos);
+    auto r = job(t, "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 1; fi", 2,
+                 R"(, "restart": {"max_restarts": 1})");
+    l = launch(t, {"launch", r});
+    REQUIRE(l.rc == 0);
+    CHECK(l.err.find("dtrain: job finished: 2 ranks exited 0 in ") != std::string::npos);
+    CHECK(l.err.find("(1 restart)") != std::string::npos);
+  }
+
+  TEST_CASE("--role sets ROLE_NAME; --redirects keeps streams off the terminal, in kept logs") {
+    TempDir t;
+    auto j = job(t, "echo \"out $ROLE_NAME $RANK\"; echo \"err $RANK\" >&2", 2);
+    auto l = launch(t, {"launch", j, "--role", "trainer", "--redirects", "0:1", "--log-dir", "logs"});
+    REQUIRE(l.rc == 0);
+    CHECK(l.out.find("[0/1] out trainer 1") != std::string::npos);
+    CHECK(l.out.find("out trainer 0") == std::string::npos);  // local rank 0's stdout: log file only
+    CHECK(l.err.find("[0/0] err 0") != std::string::npos);
+    std::vector<fs::path> runs;
+    for (const auto& e : fs::directory_iterator(t.path / "logs")) runs.push_back(e.path());
+    REQUIRE(runs.size() == 1);
+    CHECK(slurp(runs[0] / "attempt-0" / "rank-0.out") == "out trainer 0\n");
+    // without a log folder the logs are kept in the run's folder, which dtrain names
+    auto tmp = t.path / "tmp";
+    fs::create_directories(tmp);
+    l = launch(t, {"launch", j, "--redirects", "3"}, {{"TMPDIR", tmp.string()}});
+    REQUIRE(l.rc == 0);
+    CHECK(l.out.empty());
+    auto at = l.err.find("dtrain: logs in ");
+    REQUIRE(at != std::string::npos);
+    std::string dir = l.err.substr(at + 16, l.err.find('\n', at) - at - 16);
+    CHECK(slurp(fs::path(dir) / "attempt-0" / "rank-1.err") == "err 1\n");
+    auto bad = launch(t, {"launch", j, "--tee", "5"});
+    CHECK(bad.rc == 2);
+    CHECK(bad.err.find("--tee 5: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)") != std::string::npos);
+  }
 }

@@ -39,22 +39,30 @@ rdzv::JoinResult table_of_two() {
 
 TEST_SUITE("agent::node_config") {
 
-TEST_CASE("what every node must agree on: the command, the cluster shape and the batch") {
+TEST_CASE("what every node must agree on, field by field: the command, the cluster shape and the batch") {
   auto p = plan_of(2, 4);
-  std::string h = spec_hash(p);
-  CHECK(h.size() == 16);
-  CHECK(spec_hash(plan_of(2, 4)) == h);
+  std::string h = spec_digest(p);
+  CHECK(h.find("procs_per_instance=4\n") != std::string::npos);
+  CHECK(h.find("batch=none\n") != std::string::npos);
+  CHECK(h.find("\nparallel=pipeline 1 x tensor 1 x data ") != std::string::npos);
+  CHECK(spec_digest(plan_of(2, 4)) == h);
   auto other = plan_of(2, 4);
   other.spec.command.push_back("--lr");
-  CHECK(spec_hash(other) != h);
-  CHECK(spec_hash(plan_of(2, 2)) != h);
+  CHECK(spec_digest(other) != h);
+  CHECK(spec_digest(other).find(" --lr\n") != std::string::npos);
+  CHECK(spec_digest(plan_of(2, 2)) != h);
   auto batch = plan_of(2, 4);
   batch.batch = config::BatchPlan{};
   batch.batch->global = 64;
-  CHECK(spec_hash(batch) != h);
+  CHECK(spec_digest(batch).find("batch=global 64, micro_batches 1, epochs 1\n") != std::string::npos);
   auto env = plan_of(2, 4);
   env.spec.env["X"] = "1";  // not part of the agreement
-  CHECK(spec_hash(env) == h);
+  CHECK(spec_digest(env) == h);
+  auto lng = plan_of(2, 4);
+  lng.spec.command.push_back(std::string(500, 'x'));  // a long command: cut, with a hash of the whole
+  std::string d = spec_digest(lng);
+  CHECK(d.size() < 400);
+  CHECK(d.find("... (") != std::string::npos);
 }
 
 TEST_CASE("a job across nodes needs a token unless insecure") {

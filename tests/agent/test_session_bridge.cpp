@@ -1,6 +1,8 @@
 // The multi-node bridge as a pure state machine: inputs in, actions out, no sockets or threads.
 #include <doctest/doctest.h>
 
+#include <csignal>
+
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 #include "session_bridge.hpp"
@@ -314,4 +316,51 @@ TEST_CASE("a failed re-join's status comes from the error's type") {
   CHECK_FALSE(j.cancelled);
 }
 
-}  // TEST_SUITE
+
+TEST_CASE("a node that stops on its own tells the others first; they end as it does, not as lost") {
+  auto b = joined();
+  SelfStop s{SIGINT, 130, "interrupted by SIGINT"};
+  auto r = only<ReportStop>(b.on(SelfStopped{s, 0}));
+  CHECK(r.exit_code == 130);
+  CHECK(r.signal == SIGINT);
+  CHECK(r.message == "interrupted (SIGINT)");
+  CHECK(b.fate(0) == SessionBridge::Fate::self_stop);
+  CHECK(b.on(SelfStopped{s, 0}).empty());  // once
+  // a failure decided first: that is the cause, the stop is not reported
+  auto f = joined();
+  f.on(LocalFailure{worker_exit(1, 3), 0});
+  CHECK(f.on(SelfStopped{s, 0}).empty());
+  // what the others make of it
+  rdzv::Event e;
+  e.seq = 1;
+  e.kind = "stopped";
+  e.node = 1;
+  e.host = "h1";
+  e.exit_code = 130;
+  e.signal = SIGINT;
+  e.message = "interrupted (SIGINT)";
+  auto ev = agent_event_for(e, "10.0.0.1:29400");
+  REQUIRE(ev);
+  CHECK(ev->kind == Event::Kind::abort);
+  CHECK(ev->exit_code == 130);
+  CHECK(ev->reason == "node 1 (h1) interrupted (SIGINT)");
+  e.message = stop_message({0, 124, "max_runtime_s 5 passed"});
+  CHECK(agent_event_for(e, "")->reason == "node 1 (h1) stopped: max_runtime_s 5 passed");
+}
+
+TEST_CASE("a failure's report carries the last lines of the rank's stderr, bounded") {
+  WorkerExit w = worker_exit(2, 3);
+  CHECK(failure_message(w) == "local rank 0, pid 1234");
+  w.last_stderr = {"first", "Traceback (most recent call last):", "ValueError: bad"};
+  CHECK(failure_message(w) == "local rank 0, pid 1234; last lines of its stderr:\n    | first\n"
+                              "    | Traceback (most recent call last):\n    | ValueError: bad");
+  w.last_stderr.assign(40, std::string(1000, 'y'));
+  w.last_stderr.back() = "the end";
+  std::string m = failure_message(w);
+  CHECK(m.size() < 3000);
+  CHECK(m.substr(m.size() - 7) == "the end");  // the last line is always kept
+  auto b = joined();
+  auto r = only<Report>(b.on(LocalFailure{w, 0}));
+  CHECK(r.message == m);
+}
+}

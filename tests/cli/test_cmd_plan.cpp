@@ -1,6 +1,7 @@
 // `dtrain plan` through the real binary, as a user runs it.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -87,13 +88,13 @@ const BadSpec kBadSpecs[] = {
     {"--set an invalid value", R"({"command": ["a"]})", {"--set", "/cluster/instances=0"}, "/cluster/instances: 0 is out of range; expected an integer from 1 to 65536 (from --set /cluster/instances)"},
     {"--set an unknown key", R"({"command": ["a"]})", {"--set", "/clustr/instances=2"}, "/clustr: unknown key; did you mean \"cluster\"? (from --set /clustr/instances)"},
     {"--set into a string", R"({"command": ["a"], "name": "n"})", {"--set", "/name/x=1"}, "--set: cannot set /name/x"},
-    {"--nodes zero", R"({"command": ["a"]})", {"--nodes", "0"}, "--nodes: 0 is out of range; expected a node count from 1 to 65536"},
-    {"--node-rank not below --nodes", R"({"command": ["a"]})", {"--nodes", "2", "--node-rank", "2", "--rdzv", "h:1"}, "--node-rank: 2 is not below --nodes 2"},
+    {"--nodes zero", R"({"command": ["a"]})", {"--nodes", "0"}, "--nnodes: 0 is out of range; expected a node count from 1 to 65536"},
+    {"--node-rank not below --nodes", R"({"command": ["a"]})", {"--nodes", "2", "--node-rank", "2", "--rdzv", "h:1"}, "--node-rank: 2 is not below --nnodes 2"},
     {"--node-rank beyond the spec's instances", R"({"command": ["a"], "cluster": {"instances": 2}, "rendezvous": {"endpoint": "h:1"}})", {"--node-rank", "5"}, "node rank 5 is not below the node count: --node-rank 5 (flags) but /cluster/instances 2 (job spec)"},
     {"--nproc-per-node zero", R"({"command": ["a"]})", {"--nproc-per-node", "0"}, "--nproc-per-node: 0 is out of range"},
-    {"--rdzv malformed", R"({"command": ["a"]})", {"--rdzv", "host"}, "--rdzv: 'host' is not HOST:PORT"},
-    {"--rdzv port out of range", R"({"command": ["a"]})", {"--rdzv", "host:0"}, "--rdzv: port 0 in 'host:0' is out of range 1-65535"},
-    {"--nodes not a number", R"({"command": ["a"]})", {"--nodes", "two"}, "--nodes"},
+    {"--rdzv malformed", R"({"command": ["a"]})", {"--rdzv", "host:x"}, "--rdzv-endpoint: port 'x' in 'host:x' is not a number"},
+    {"--rdzv port out of range", R"({"command": ["a"]})", {"--rdzv", "host:0"}, "--rdzv-endpoint: port 0 in 'host:0' is out of range 1-65535"},
+    {"--nodes not a number", R"({"command": ["a"]})", {"--nodes", "two"}, "--nnodes: 'two' is not a node count"},
     {"unknown flag", R"({"command": ["a"]})", {"--nodse", "2"}, "--nodse"},
 };
 
@@ -128,12 +129,15 @@ TEST_SUITE("cli::cmd_plan") {
     auto r = run({DTRAIN_BIN, "plan", "/nonexistent/job.json"});
     CHECK(r.status == 2);
     CHECK(r.err.find("job file /nonexistent/job.json: no such file") != std::string::npos);
-    r = run({DTRAIN_BIN, "plan", "/tmp"});
+    r = run({DTRAIN_BIN, "plan", "/tmp/dtrain-test.json"});
     CHECK(r.status == 2);
-    CHECK(r.err.find("is a directory") != std::string::npos);
+    CHECK(r.err.find("no such file") != std::string::npos);
+    r = run({DTRAIN_BIN, "plan", "/tmp"});  // not a job file (no .json): a script, and not a file
+    CHECK(r.status == 2);
+    CHECK(r.err.find("/tmp: is not a file") != std::string::npos);
     r = run({DTRAIN_BIN, "plan"});
     CHECK(r.status == 2);
-    CHECK(r.err.find("no job file given") != std::string::npos);
+    CHECK(r.err.find("no job given; usage: dtrain plan JOB.json") != std::string::npos);
   }
 
   TEST_CASE("the seed's example in text form: 10 iterations per epoch, 2 x 4 GPUs are 8") {
@@ -151,15 +155,17 @@ TEST_SUITE("cli::cmd_plan") {
     CHECK(r.status == 2);  // 500 does not divide by 8
     CHECK(r.err.find("/batch/global: 500 does not divide by world size 8") != std::string::npos);
     r = run({DTRAIN_BIN, "plan",
-             write_spec(dir, R"({"command": ["a"], "cluster": {"instances": 2, "gpus_per_instance": 4},
-                                 "rendezvous": {"endpoint": "10.0.0.1:29400"}, "batch": {"global": 512, "dataset_size": 5000}})")});
+             write_spec(dir, R"({"command": ["true"], "cluster": {"instances": 2, "gpus_per_instance": 4},
+                                 "rendezvous": {"endpoint": "10.0.0.1:29400"}, "batch": {"global": 512, "dataset_size": 5000}})"),
+             "--insecure"});
     REQUIRE(r.status == 0);
     CHECK(r.out.find("2 instances x 4 GPU workers = world size 8") != std::string::npos);
     CHECK(r.out.find("     7     1      3") != std::string::npos);
   }
 
   TEST_CASE("--json: one object with the contract keys and values") {
-    auto r = run({DTRAIN_BIN, "plan", DTRAIN_SOURCE_DIR "/examples/jobs/bert-dp.json", "--json", "--node-rank", "1"});
+    auto r = run({DTRAIN_BIN, "plan", DTRAIN_SOURCE_DIR "/examples/jobs/bert-dp.json", "--json", "--node-rank", "1",
+                  "--insecure"});
     INFO(r.err);
     REQUIRE(r.status == 0);
     json j = json::parse(r.out);
@@ -183,9 +189,12 @@ TEST_SUITE("cli::cmd_plan") {
   }
 
   TEST_CASE("overrides: --set, --nodes, --nproc-per-node, --rdzv, --token-file") {
+    TempDir dir;
+    std::string tok = dir.write("tok", "0123456789abcdef0123456789abcdef\n");
+    std::filesystem::permissions(tok, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     auto r = run({DTRAIN_BIN, "plan", DTRAIN_SOURCE_DIR "/examples/jobs/seed-5000.json", "--json", "--set",
                   "/batch/global=1500", "--set=/name=renamed", "--nodes", "3", "--node-rank", "2", "--nproc-per-node", "5",
-                  "--rdzv", "10.1.2.3:4000", "--token-file", "/etc/tok"});
+                  "--rdzv", "10.1.2.3:4000", "--token-file", tok});
     INFO(r.err);
     REQUIRE(r.status == 0);
     json j = json::parse(r.out);
@@ -198,14 +207,15 @@ TEST_SUITE("cli::cmd_plan") {
     CHECK(j["batch"]["per_replica"] == 100);
     CHECK(j["rendezvous"]["endpoint"] == "10.1.2.3:4000");
     CHECK(j["rendezvous"]["source"] == "flags");
-    CHECK(j["rendezvous"]["token_file"] == "/etc/tok");
+    CHECK(j["rendezvous"]["token_file"] == tok);
     CHECK(j["slots_source"] == "flags");
   }
 
   TEST_CASE("identity from the environment of the dtrain process") {
     TempDir dir;
-    std::string job = write_spec(dir, R"({"command": ["a"], "cluster": {"procs_per_instance": 2}, "batch": {"per_replica": 4}})");
+    std::string job = write_spec(dir, R"({"command": ["true"], "cluster": {"procs_per_instance": 2}, "batch": {"per_replica": 4}})");
     auto env = base_env();
+    env["DTRAIN_RDZV_TOKEN"] = "0123456789abcdef0123456789abcdef";  // several nodes: a token, as launch needs
     env["SLURM_JOB_NODELIST"] = "gpu[01-03,07],login2,x[9-11]";
     env["SLURM_NODEID"] = "5";
     env["SLURM_NNODES"] = "8";
@@ -232,6 +242,7 @@ TEST_SUITE("cli::cmd_plan") {
     CHECK(r.err.find("--node-rank 1 (flags) disagrees with SLURM_NODEID=5 (slurm)") != std::string::npos);
     // torch env, and a worker's env that is ignored.
     auto torch = base_env();
+    torch["DTRAIN_RDZV_TOKEN"] = "0123456789abcdef0123456789abcdef";
     torch["MASTER_ADDR"] = "10.4.4.4";
     torch["MASTER_PORT"] = "29500";
     torch["RANK"] = "1";
@@ -248,10 +259,11 @@ TEST_SUITE("cli::cmd_plan") {
     CHECK(json::parse(r.out)["identity_source"] == "default");
     // SageMaker.
     auto sm = base_env();
+    sm["DTRAIN_RDZV_TOKEN"] = "0123456789abcdef0123456789abcdef";
     sm["SM_HOSTS"] = R"(["algo-2","algo-1"])";
     sm["SM_CURRENT_HOST"] = "algo-2";
     sm["SM_NUM_GPUS"] = "4";
-    r = run({DTRAIN_BIN, "plan", write_spec(dir, R"({"command": ["a"]})"), "--json"}, sm);
+    r = run({DTRAIN_BIN, "plan", write_spec(dir, R"({"command": ["true"]})"), "--json"}, sm);
     REQUIRE(r.status == 0);
     j = json::parse(r.out);
     CHECK(j["identity_source"] == "sagemaker");
@@ -263,7 +275,7 @@ TEST_SUITE("cli::cmd_plan") {
 
   TEST_CASE("gpus_per_instance auto counts GPUs (DTRAIN_TEST_GPUS), else CPU slots") {
     TempDir dir;
-    std::string job = write_spec(dir, R"({"command": ["a"], "cluster": {"gpus_per_instance": "auto"}})");
+    std::string job = write_spec(dir, R"({"command": ["true"], "cluster": {"gpus_per_instance": "auto"}})");
     auto env = base_env();
     env["DTRAIN_TEST_GPUS"] = "3";
     auto r = run({DTRAIN_BIN, "plan", job, "--json"}, env);
@@ -282,7 +294,7 @@ TEST_SUITE("cli::cmd_plan") {
 
   TEST_CASE("every example job plans") {
     for (const char* f : {"bert-dp.json", "seed-5000.json", "cpu-local.json", "slurm.json"}) {
-      auto r = run({DTRAIN_BIN, "plan", std::string(DTRAIN_SOURCE_DIR "/examples/jobs/") + f});
+      auto r = run({DTRAIN_BIN, "plan", std::string(DTRAIN_SOURCE_DIR "/examples/jobs/") + f, "--insecure"});
       INFO(f << "\n" << r.err);
       CHECK(r.status == 0);
     }

@@ -196,13 +196,77 @@ TEST_SUITE("config::identity") {
     CHECK(discover_identity(spec_of(), same, slurm).instances == 2);
     Overrides more;
     more.nodes = 4;
-    CHECK(failure(spec_of(), more, slurm).find("--nodes: --nodes 4 (flags) disagrees with SLURM_JOB_NODELIST=2 (slurm)") !=
+    // the host list is named as the variable holds it, with the count it gives
+    CHECK(failure(spec_of(), more, slurm)
+              .find("--nnodes: --nnodes 4 (flags) disagrees with SLURM_JOB_NODELIST=n[1-2] (2 hosts, slurm)") !=
           std::string::npos);
     Overrides rank;
     rank.node_rank = 0;
     CHECK(failure(spec_of(), rank, slurm).find("--node-rank 0 (flags) disagrees with SLURM_NODEID=1 (slurm)") !=
           std::string::npos);
     CHECK(failure(spec_of(R"({"command": ["a"], "cluster": {"instances": 1}})"), {}, slurm)
-              .find("/cluster/instances 1 (job spec) disagrees with SLURM_JOB_NODELIST=2 (slurm)") != std::string::npos);
+              .find("/cluster/instances 1 (job spec) disagrees with SLURM_JOB_NODELIST=n[1-2] (2 hosts, slurm)") !=
+          std::string::npos);
+  }
+
+  TEST_CASE("a host missing from SM_HOSTS says that, and nothing claims SM_CURRENT_HOST is unset") {
+    std::string w = failure(spec_of(), {}, env_of({{"SM_HOSTS", R"(["algo-1","algo-2"])"}, {"SM_CURRENT_HOST", "algo-3"}}));
+    CHECK(w.find("SM_CURRENT_HOST: host \"algo-3\" (sagemaker) is not in SM_HOSTS [algo-1, algo-2]") != std::string::npos);
+    CHECK(w.find("is not set") == std::string::npos);
+    CHECK(w.find("srun") == std::string::npos);
+    // a Slurm host name that is not in the list: that, not "SLURM_NODEID is not set"
+    w = failure(spec_of(), {}, env_of({{"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURMD_NODENAME", "n7"}}));
+    CHECK(w.find("SLURMD_NODENAME: host \"n7\" (slurm) is not in SLURM_JOB_NODELIST=n[1-2]") != std::string::npos);
+    CHECK(w.find("is not set") == std::string::npos);
+    // neither: this host's name is named
+    w = failure(spec_of(), {}, env_of({{"SLURM_JOB_NODELIST", "a,b"}}));
+    CHECK(w.find("SLURM_NODEID: is not set, and neither SLURMD_NODENAME nor this host's name \"testhost\" is in "
+                 "the node list") != std::string::npos);
+  }
+
+  TEST_CASE("a partial Slurm environment is refused, not ignored") {
+    std::string w = failure(spec_of(), {}, env_of({{"SLURM_NODEID", "1"}, {"SLURM_JOB_ID", "7"}}));
+    CHECK(w.find("SLURM_NODEID: SLURM_NODEID=1 is set but SLURM_JOB_NODELIST is not (slurm): a partial Slurm "
+                 "environment") != std::string::npos);
+    w = failure(spec_of(), {}, env_of({{"SLURM_NNODES", "4"}}));
+    CHECK(w.find("SLURM_NNODES=4 is set but SLURM_JOB_NODELIST is not") != std::string::npos);
+    CHECK(discover_identity(spec_of(), {}, env_of({{"SLURM_JOB_ID", "7"}})).source == "default");  // not an identity
+  }
+
+  TEST_CASE("SLURM_NTASKS_PER_NODE > 1: a warning for the first task of a node, a refusal for the others") {
+    auto env = env_of({{"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_NODEID", "0"}, {"SLURM_NTASKS_PER_NODE", "4"}});
+    auto id = discover_identity(spec_of(), {}, env);
+    REQUIRE(id.warnings.size() == 1);
+    CHECK(id.warnings[0].find("SLURM_NTASKS_PER_NODE=4 (slurm): dtrain runs once per node") != std::string::npos);
+    CHECK(id.warnings[0].find("--nproc-per-node 4") != std::string::npos);
+    env.vars["SLURM_LOCALID"] = "2";
+    std::string w = failure(spec_of(), {}, env);
+    CHECK(w.find("SLURM_LOCALID: 2 (slurm): this is task 2 of SLURM_NTASKS_PER_NODE=4 on this node") != std::string::npos);
+    env.vars["SLURM_NTASKS_PER_NODE"] = "1";
+    CHECK(discover_identity(spec_of(), {}, env).warnings.empty());
+  }
+
+  TEST_CASE("MASTER_PORT: --master-port, else exported (whatever the identity source), not inside a worker") {
+    auto id = discover_identity(spec_of(), {}, env_of({{"MASTER_PORT", "29555"}}));
+    CHECK(id.master_port == 29555);
+    CHECK(id.field_sources.at("master_port") == "env");
+    Overrides o;
+    o.master_port = 29600;
+    o.master_addr = "10.0.0.5";
+    id = discover_identity(spec_of(), o, env_of({{"MASTER_PORT", "29555"}, {"MASTER_ADDR", "m"}}));
+    CHECK(id.master_port == 29600);
+    CHECK(id.master_addr == "10.0.0.5");
+    CHECK(id.field_sources.at("master_addr") == "flags");
+    id = discover_identity(spec_of(), {}, env_of({{"MASTER_PORT", "29555"}, {"LOCAL_RANK", "0"}}));
+    CHECK_FALSE(id.master_port.has_value());
+  }
+
+  TEST_CASE("--standalone: one node, the environment's nodes ignored") {
+    Overrides o;
+    o.standalone = true;
+    auto id = discover_identity(spec_of(), o, env_of({{"SLURM_JOB_NODELIST", "n[1-3]"}, {"SLURM_NODEID", "2"}}));
+    CHECK(id.instances == 1);
+    CHECK(id.node_rank == 0);
+    CHECK(id.source == "default");
   }
 }

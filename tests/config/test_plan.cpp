@@ -174,7 +174,10 @@ TEST_SUITE("config::plan") {
     CHECK(s.rdzv_endpoint == "gpu1:29400");
     CHECK(s.rdzv_source == "slurm");
     auto torch = env_of({{"MASTER_ADDR", "fd00::1"}, {"MASTER_PORT", "23456"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
-    CHECK(plan_of(R"({"command": ["a"]})", {}, torch).rdzv_endpoint == "[fd00::1]:23456");
+    // MASTER_PORT is the workers' (rank 0's own store): the rendezvous keeps port 29400
+    Plan t = plan_of(R"({"command": ["a"]})", {}, torch);
+    CHECK(t.rdzv_endpoint == "[fd00::1]:29400");
+    CHECK(t.identity.master_port == 23456);
     Overrides o;
     o.rdzv = "10.9.9.9:1000";
     Plan f = plan_of(R"({"command": ["a"]})", o, slurm);

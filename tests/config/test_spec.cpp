@@ -193,14 +193,14 @@ TEST_SUITE("config::spec") {
     CHECK(s.rendezvous.endpoint == "node0:1234");
     CHECK(s.rendezvous.token_file == "/etc/tok");
     Overrides bad;
-    bad.rdzv = "nohost";
+    bad.rdzv = "nohost:port";
     bad.nodes = 2;
     bad.node_rank = 2;
     bad.nproc_per_node = 0;
     auto ps = problems_of(R"({"command": ["a"]})", bad);
     INFO(dump(ps));
-    CHECK(has_problem(ps, "--rdzv", "not HOST:PORT"));
-    CHECK(has_problem(ps, "--node-rank", "not below --nodes 2"));
+    CHECK(has_problem(ps, "--rdzv-endpoint", "is not a number"));
+    CHECK(has_problem(ps, "--node-rank", "not below --nnodes 2"));
     CHECK(has_problem(ps, "--nproc-per-node", "out of range"));
   }
 

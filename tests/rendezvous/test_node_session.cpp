@@ -109,13 +109,29 @@ TEST_SUITE("rendezvous::node_session") {
 
   TEST_CASE("named join errors") {
     TestServer srv;
-    auto first = std::make_unique<NodeSession>(node_opts(srv, 2, 0, "h0"));
-    auto fut = std::async(std::launch::async, [&] { return first->join(); });
-    // wait until node 0 is in
-    for (int i = 0; i < 200; ++i) {
-      if (query_status(srv.client("job"), "job").joined == 1) break;
-      std::this_thread::sleep_for(20ms);
-    }
+    std::unique_ptr<NodeSession> first;
+    std::future<JoinResult> fut;
+    auto start_first = [&] {
+      first = std::make_unique<NodeSession>(node_opts(srv, 2, 0, "h0"));
+      fut = std::async(std::launch::async, [&] { return first->join(); });
+      // wait until node 0 is in
+      for (int i = 0; i < 200; ++i) {
+        if (query_status(srv.client("job"), "job").joined == 1) break;
+        std::this_thread::sleep_for(20ms);
+      }
+    };
+    start_first();
+    // nodes of different jobs cannot become one: the waiting node is refused with the same message
+    auto first_refused_too = [&](const char* what) {
+      try {
+        fut.get();
+        FAIL("node 0's join succeeded");
+      } catch (const JoinError& e) {
+        CHECK(e.code == wire::ErrorCode::spec_mismatch);
+        CHECK(std::string(e.what()).find(what) != std::string::npos);
+      }
+      start_first();
+    };
     SUBCASE("duplicate node rank") {
       NodeSession dup(node_opts(srv, 2, 0, "h0b"));
       CHECK_THROWS_WITH_AS(dup.join(), doctest::Contains("duplicate node rank 0"), JoinError);
@@ -123,6 +139,7 @@ TEST_SUITE("rendezvous::node_session") {
     SUBCASE("different instance count") {
       NodeSession bad(node_opts(srv, 3, 1, "h1"));
       CHECK_THROWS_WITH_AS(bad.join(), doctest::Contains("spec mismatch"), JoinError);
+      first_refused_too("host h1 expects 3 nodes");
     }
     SUBCASE("different spec hash") {
       auto o = node_opts(srv, 2, 1, "h1");
@@ -133,8 +150,9 @@ TEST_SUITE("rendezvous::node_session") {
         FAIL("join succeeded");
       } catch (const JoinError& e) {
         CHECK(e.code == wire::ErrorCode::spec_mismatch);
-        CHECK(std::string(e.what()).find("hash-2") != std::string::npos);
+        CHECK(std::string(e.what()).find("'hash-2' on node 1 (h1)") != std::string::npos);
       }
+      first_refused_too("'hash-1' on node 0 (h0)");
     }
     NodeSession second(node_opts(srv, 2, 1, "h1"));
     auto r1 = second.join();

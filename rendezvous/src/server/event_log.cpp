@@ -5,6 +5,7 @@ namespace dtrain::rdzv {
 std::string_view kind_name(EventKind kind) {
   switch (kind) {
     case EventKind::failure: return "failure";
+    case EventKind::stopped: return "stopped";
     case EventKind::lost: return "lost";
   }
   return "?";
@@ -12,7 +13,9 @@ std::string_view kind_name(EventKind kind) {
 
 namespace {
 
-bool is_fatal(EventKind kind) { return kind == EventKind::failure || kind == EventKind::lost; }
+bool is_fatal(EventKind kind) {
+  return kind == EventKind::failure || kind == EventKind::stopped || kind == EventKind::lost;
+}
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "refused.hpp"
+#include "spec_digest.hpp"
 
 namespace dtrain::rdzv {
 
@@ -25,7 +26,7 @@ JoinRequest JoinRequest::parse(const Frame& f) {
   r.requested = f.i64_at(1);
   r.slots = f.i64_at(2);
   r.instances = f.i64_at(3);
-  r.spec_hash = std::string(f.str_at(4).substr(0, 256));
+  r.spec_hash = std::string(f.str_at(4).substr(0, 4096));
   r.master_port = f.i64_at(5);
   r.addr = std::string(f.str_at(6).substr(0, 256));
   r.heartbeat_timeout_ms = f.i64_at(7);
@@ -77,11 +78,17 @@ void JoinBarrier::check_against_first(const JoinRequest& r) const {
                   fmt::format("spec mismatch: host {} expects {} nodes but host {} joined expecting {}; "
                               "every node must run the same job spec",
                               r.host, r.instances, first.host, instances_));
-  if (r.spec_hash != spec_hash_)
+  if (r.spec_hash != spec_hash_) {
+    auto who = [](const std::string& host, std::int64_t rank) {
+      return rank >= 0 ? fmt::format("node {} ({})", rank, host) : fmt::format("host {}", host);
+    };
     throw Refused(ErrorCode::spec_mismatch,
-                  fmt::format("spec mismatch: host {} has job spec hash {} but host {} joined with {}; "
-                              "every node must run the same command and cluster spec",
-                              r.host, r.spec_hash, first.host, spec_hash_));
+                  fmt::format("spec mismatch between {} and {}: {}; every node must run the same job (command, "
+                              "cluster shape, batch, parallel layout)",
+                              who(first.host, first.requested), who(r.host, r.requested),
+                              spec_difference(spec_hash_, who(first.host, first.requested), r.spec_hash,
+                                              who(r.host, r.requested))));
+  }
 }
 
 void JoinBarrier::check_rank_free(const JoinRequest& r) const {

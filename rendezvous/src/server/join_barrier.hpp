@@ -2,7 +2,8 @@
 // The node join barrier of one scope, pure (no sockets): checks each JOIN against the first one in
 // O(1), holds the nodes until `instances` are in, then assigns node ranks and global rank offsets
 // in O(n) and encodes the rank table once. Refusals throw Refused with the code the joiner gets
-// (spec_mismatch, duplicate_rank, too_many_nodes, bad_request).
+// (spec_mismatch, duplicate_rank, too_many_nodes, bad_request); a spec mismatch names the fields
+// that differ (spec_digest.hpp), and join_ops refuses every waiting node with it too.
 #include <chrono>
 #include <cstdint>
 #include <memory>

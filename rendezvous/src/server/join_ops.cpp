@@ -1,5 +1,7 @@
 // JOIN and TABLE on the wire: joiners are parked until the scope's join barrier (join_barrier.hpp)
 // closes, hear its progress about once a second, and each gets its own row of the rank table.
+#include <utility>
+
 #include "dtrain/common/log.hpp"
 #include "handlers.hpp"
 #include "hub.hpp"
@@ -31,13 +33,31 @@ void close_join(Scope& s, Conn& last) {
               s.generation, s.join.instances(), s.join.world_size(), s.join.master_addr(), s.join.master_port());
 }
 
+// Nodes that run different jobs cannot become one: every node waiting in the barrier is refused
+// with the same message as the one that found the difference, so that all of them exit at once.
+void refuse_all(Scope& s, const Refused& r) {
+  for (Conn* w : std::exchange(s.joiners, {})) {
+    unpark(*w);
+    if (Node* n = w->node) {
+      w->node = nullptr;
+      s.join.remove(*n);
+    }
+    send_error(*w, r.code, r.what());
+  }
+}
+
 }  // namespace
 
 void on_join(Conn& c, const Frame& f) {
   Scope& s = *c.scope;
   auto req = JoinRequest::parse(f);
   if (c.node != nullptr) throw Refused(ErrorCode::bad_request, "this connection already joined");
-  c.node = &s.join.add(req, ip_of(c.peer));
+  try {
+    c.node = &s.join.add(req, ip_of(c.peer));
+  } catch (const Refused& r) {
+    if (r.code == ErrorCode::spec_mismatch) refuse_all(s, r);
+    throw;
+  }
   if (s.join.full()) return close_join(s, c);
   s.joiners.push_back(&c);
   park(c, Park::join, {}, req.timeout_ms);

@@ -63,7 +63,9 @@ void on_report(Conn& c, const Frame& f) {
   e.message = std::string(f.str_at(4).substr(0, 4096));
   if (c.node != nullptr) e.host = c.node->host;
   c.scope->charge_event(sizeof(Event) + e.message.size() + e.host.size());
-  publish_event(*c.scope, EventKind::failure, std::move(e));
+  // an optional 6th argument: "stopped" when the node stops on its own (a signal, a time limit)
+  bool stopped = f.args.size() > 5 && f.str_at(5) == "stopped";
+  publish_event(*c.scope, stopped ? EventKind::stopped : EventKind::failure, std::move(e));
   send(c, Frame(Op::ok));
 }
 

@@ -113,7 +113,16 @@ TEST_SUITE("rendezvous::server::join_barrier") {
       r = refused(req("b", 1, 1, 3, "h2"));
       REQUIRE(r);
       CHECK(r->code == ErrorCode::spec_mismatch);
-      CHECK(r->what.find("host b has job spec hash h2 but host a joined with h1") != std::string::npos);
+      CHECK(r->what.find("spec mismatch between node 0 (a) and node 1 (b): spec: 'h1' on node 0 (a), 'h2' on node 1 (b)") !=
+            std::string::npos);
+      // digests of named fields: what differs, with both values
+      JoinBarrier k;
+      k.add(req("a", 0, 1, 3, "command=python3 t.py\nprocs_per_instance=1\nbatch=none"), "x");
+      r = refusal_of([&] { k.add(req("b", -1, 1, 3, "command=python3 t.py\nprocs_per_instance=2\nbatch=global 8"), "y"); });
+      REQUIRE(r);
+      CHECK(r->what == "spec mismatch between node 0 (a) and host b: procs_per_instance: '1' on node 0 (a), '2' on "
+                       "host b; batch: 'none' on node 0 (a), 'global 8' on host b; every node must run the same job "
+                       "(command, cluster shape, batch, parallel layout)");
     }
     SUBCASE("a rank taken twice") {
       j.add(req("a", 1, 1), "x");

@@ -24,11 +24,23 @@ namespace dtrain::agent {
 enum class JobState { starting, running, stopping, restarting, done };
 const char* state_name(JobState s);
 
+// Which of a worker's streams a choice covers (torchrun's --redirects/--tee): bit 1 stdout, bit 2
+// stderr, for every local rank or per local rank.
+struct StreamChoice {
+  int all = 0;
+  std::map<int, int> by_local_rank;
+  int of(int local_rank) const {
+    auto it = by_local_rank.find(local_rank);
+    return it == by_local_rank.end() ? all : it->second;
+  }
+};
+
 struct OutputOptions {
   bool tag = true;
   std::string tag_format = "[{node}/{rank}] ";  // {node} {rank} {local_rank} {stream}
   bool timestamps = false;
   std::optional<std::set<int>> terminal_ranks;  // unset: every rank reaches the terminal
+  StreamChoice redirects;                       // these streams go to the log files only
   int stdout_fd = 1;                            // where tagged lines go (tests pass a file)
   int stderr_fd = 2;
 };
@@ -43,6 +55,9 @@ struct AgentOptions {
   int max_restarts = 0;
   double backoff_s = 0;
   std::string log_dir;                    // "" : no log files (the run dir is temporary)
+  bool keep_logs = false;                 // with log_dir "": logs in a kept folder under $TMPDIR
+  std::string role = "default";           // ROLE_NAME of the workers
+  std::optional<double> hang_timeout_s;   // a worker this long in one collective: the job hangs (exit 70)
   std::string summary_json;               // "" : no JSON summary
   // progress line: 1 always, 0 never, -1 when stderr is a terminal
   int progress = -1;
@@ -99,10 +114,24 @@ struct Event {
   static Event go(int g, int port = 0) { return {Kind::go, g, -1, 0, {}, port}; }
 };
 
+// Why this node stops its job on its own (no failure of its own workers, no event from elsewhere).
+struct SelfStop {
+  int signal = 0;       // SIGINT, SIGTERM, SIGHUP; 0 for the others
+  int exit_code = 0;    // what this node ends with (130, 143, 124, 70, ...)
+  std::string reason;   // "interrupted by SIGINT", "max_runtime_s 5 passed", "hang: ..."
+};
+
 // Called on the loop thread: how local events leave the node.
 struct AgentHooks {
   std::function<void(JobState, int generation)> on_state;
-  std::function<void(const WorkerExit&, int generation)> on_local_failure;  // the first one per generation
+  // The first local failure of a generation, with the last lines of its stderr (called once that
+  // worker's output is read, or a short while after its exit at the latest).
+  std::function<void(const WorkerExit&, int generation)> on_local_failure;
+  // This node stops on its own (a signal, max_runtime_s, a hang): called before `stopping`.
+  std::function<void(const SelfStop&, int generation)> on_self_stop;
+  // Every second while workers run: where each local rank is (hang.hpp's lines, and a "stuck: ..."
+  // line past the threshold), when some worker uses the collectives library.
+  std::function<void(const std::string& text)> on_progress;
 };
 
 struct AgentResult {
@@ -113,6 +142,10 @@ struct AgentResult {
   std::string reason;                        // "", "interrupted by SIGINT", "max_runtime_s 5 passed", ...
   std::string run_dir;                       // plan.json and, when kept, the logs
   std::string logs;                          // the last attempt's log folder; "" when not kept
+  int ranks = 0;                             // workers of the job (all nodes)
+  int local_ranks = 0;                       // ... on this node
+  double duration_s = 0;                     // from the start of run() to the end
+  std::vector<std::string> hang;             // the stuck ranks and where, when the job hung
 };
 
 class Agent {
@@ -140,6 +173,16 @@ class Agent {
 // Human summary of a failed run (what dtrain launch prints at the end) and its JSON form.
 std::string summary_text(const AgentResult& r);
 std::string summary_json(const AgentResult& r);
+// The one line of a successful run: "dtrain: 4 ranks finished in 12.3 s (no restarts)".
+std::string success_line(const AgentResult& r);
+
+// A job that cannot start here: the command is not there (127) or not executable (126), the workdir
+// is not a directory (2). What the agent refuses before spawning, and `dtrain plan` with it.
+struct Refusal {
+  int code = 0;
+  std::string message;
+};
+std::optional<Refusal> check_command(const config::Plan& plan);
 
 // Hidden entry points of the dtrain binary, dispatched by main() before any CLI parsing:
 //   dtrain __exec AGENT_PID -- COMMAND...   worker shim: PR_SET_PDEATHSIG, then execvp

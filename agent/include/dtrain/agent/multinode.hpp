@@ -19,9 +19,11 @@
 // with the extension points for interrupts, stderr tails, spec mismatches and elastic membership),
 // control_thread (the one thread that runs it). Every thread is joined before run_multinode returns.
 //
-// Exit statuses (dtrain-launch(1)): the root cause's status on every node; 69 a node (or the
-// rendezvous) was lost; 75 the join or exit barrier timed out; 77 the token or run id was refused;
-// 2 a spec conflict between nodes or a multi-node job without a token (unless insecure).
+// Exit statuses (dtrain-launch(1)): the root cause's status on every node (a worker's, or 130/143/
+// 124/70 of a node that stopped on its own); 69 a node (or the rendezvous) was lost; 75 the join or
+// exit barrier timed out; 77 the token or run id was refused; 2 a spec conflict between nodes (every
+// node that joined is refused, naming the fields that differ) or a multi-node job without a token
+// (unless insecure).
 #include "dtrain/agent/agent.hpp"
 
 namespace dtrain::agent {
@@ -32,6 +34,10 @@ struct MultiNodeOptions {
 
 // True when the plan needs the multi-node driver: several instances or a rendezvous endpoint.
 bool is_multinode(const config::Plan& plan);
+
+// A multi-node job needs a token (rdzv::auth::resolve_token's) unless `insecure`: ConfigError naming
+// the ways to give one. `dtrain plan` and `dtrain launch` refuse with this same check.
+void check_token(const config::Plan& plan, const std::string& token, bool insecure);
 
 // Runs this node's agent as part of the job described by `options.plan` (the options as for a
 // single-node launch; the store fields are filled in here). Returns the exit status. Throws

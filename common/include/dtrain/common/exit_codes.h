@@ -8,6 +8,7 @@
 #define DTRAIN_EXIT_USAGE 2            /* bad flags, bad job spec, bad environment */
 #define DTRAIN_EXIT_NODE_LOST 69       /* another node's agent went silent (EX_UNAVAILABLE) */
 #define DTRAIN_EXIT_RESOURCE 71        /* a local resource ran out or is taken: disk full, open files, address in use (EX_OSERR) */
+#define DTRAIN_EXIT_HANG 70            /* a worker waited output.hang_timeout_s in one collective */
 #define DTRAIN_EXIT_RDZV_TIMEOUT 75    /* rendezvous join or exit barrier timed out (EX_TEMPFAIL) */
 #define DTRAIN_EXIT_AUTH_REFUSED 77    /* the rendezvous refused our token or run id (EX_NOPERM) */
 #define DTRAIN_EXIT_MAX_RUNTIME 124    /* max_runtime_s passed (as timeout(1)) */

@@ -10,6 +10,7 @@ inline constexpr int ok = DTRAIN_EXIT_OK;
 inline constexpr int usage = DTRAIN_EXIT_USAGE;                    // bad flags, bad job spec, bad environment
 inline constexpr int node_lost = DTRAIN_EXIT_NODE_LOST;            // another node's agent went silent
 inline constexpr int resource = DTRAIN_EXIT_RESOURCE;              // disk full, too many open files, address in use
+inline constexpr int hang = DTRAIN_EXIT_HANG;                      // no progress for output.hang_timeout_s
 inline constexpr int rdzv_timeout = DTRAIN_EXIT_RDZV_TIMEOUT;      // rendezvous join or exit barrier timed out
 inline constexpr int auth_refused = DTRAIN_EXIT_AUTH_REFUSED;      // the rendezvous refused our token or run id
 inline constexpr int max_runtime = DTRAIN_EXIT_MAX_RUNTIME;        // max_runtime_s passed (as timeout(1))

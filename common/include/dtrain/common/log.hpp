@@ -1,6 +1,7 @@
 #pragma once
 // fmt-based logging gated by level and subsystem: DTRAIN_LOG=warn|info|debug|trace, optionally with
-// subsystems, e.g. DTRAIN_LOG=debug:rdzv,net. Warnings and errors always print, with their location.
+// subsystems, e.g. DTRAIN_LOG=debug:rdzv,net. Warnings and errors always print; the source file and
+// line of a message are shown only at debug and trace.
 #include <string_view>
 
 #include <fmt/format.h>

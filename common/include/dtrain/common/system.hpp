@@ -1,5 +1,7 @@
 #pragma once
 // Facts about the machine this process runs on.
+#include <cstddef>
+#include <string>
 
 namespace dtrain::sys {
 

@@ -12,6 +12,9 @@ struct SpecProblem {
   std::string message;  // names the value and what was expected
 };
 
+// The source of problems in the flags and the program of a launch without a job file.
+inline constexpr const char* kCommandLine = "command line";
+
 // Every problem found in a spec at once; what() lists them one per line.
 class SpecError : public ConfigError {
  public:

@@ -16,13 +16,14 @@ struct NodeIdentity {
   int node_rank = 0;
   int instances = 1;
   std::string master_addr = "127.0.0.1";
-  std::optional<int> master_port;          // from MASTER_PORT (torch env) when given
+  std::optional<int> master_port;          // --master-port, else the MASTER_PORT exported: the workers' exactly
   std::vector<std::string> hosts;          // all node host names when known (Slurm, SageMaker)
   std::string host;                        // this node's name
   std::optional<int> gpus_per_instance;    // SM_NUM_GPUS
   std::optional<std::string> run_id;       // SLURM_JOB_ID
   std::string source = "default";          // summary: the source of node_rank/instances
   std::map<std::string, std::string> field_sources;  // "node_rank" -> "slurm", ...
+  std::vector<std::string> warnings;       // sound but probably unintended (SLURM_NTASKS_PER_NODE > 1)
 };
 
 // A snapshot of the environment (so tests can pass their own) plus the SageMaker file path.
@@ -74,6 +75,8 @@ struct Plan {
   std::string rdzv_endpoint;
   std::string rdzv_source;                 // "flags", "spec", "slurm", "sagemaker", "torch-env", "standalone"
   std::vector<std::string> warnings;       // sound but probably unintended (shown by plan and launch)
+  std::string python;                      // the interpreter of a script or module launch (program.hpp)
+  std::string python_source;               // "--python", "python3 from PATH"
 };
 
 // Default port of a rendezvous endpoint derived from the master address (torchrun's).

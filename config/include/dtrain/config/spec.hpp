@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/config/errors.hpp"
+
 namespace dtrain::config {
 
 struct ClusterSpec {
@@ -53,6 +55,7 @@ struct OutputSpec {
   std::string tag_format = "[{node}/{rank}] ";  // fields: {node} {rank} {local_rank} {stream}
   bool timestamps = false;
   std::optional<std::string> log_dir;
+  std::optional<double> hang_timeout_s;  // a collective waited this long: the job hangs (exit 70)
 };
 
 struct JobSpec {
@@ -74,19 +77,37 @@ struct JobSpec {
 };
 
 // Command-line overrides shared by `plan` and `launch` (flags win over the spec and environment).
+// Flags given as text (--nnodes, --nproc-per-node) are checked with the spec, so that every problem
+// is reported together.
 struct Overrides {
   std::optional<int> nodes;
   std::optional<int> node_rank;
   std::optional<int> nproc_per_node;
-  std::optional<std::string> rdzv;        // HOST:PORT
+  std::optional<std::string> nproc_mode;   // --nproc-per-node gpu | cpu | auto
+  bool standalone = false;                 // --standalone: one node, a store of its own
+  std::optional<std::string> rdzv;         // HOST:PORT (HOST alone: port 29400)
+  std::optional<std::string> run_id;       // --rdzv-id
+  std::optional<std::string> master_addr;  // --master-addr
+  std::optional<int> master_port;          // --master-port
+  std::optional<int> max_restarts;         // --max-restarts
   std::optional<std::string> token_file;
-  std::vector<std::string> sets;          // "/json/pointer=value" (value parsed as JSON, else string)
+  std::optional<std::vector<std::string>> command;  // replaces the spec's command (program.hpp)
+  std::optional<std::string> default_name;          // the job name when the spec has none
+  std::vector<std::string> sets;           // "/json/pointer=value" (value parsed as JSON, else string)
+  std::vector<SpecProblem> flag_problems;  // flags that did not parse, reported with the spec's problems
 };
+
+// --nnodes N (or MIN:MAX with MIN == MAX; an elastic range is refused until elastic jobs exist) and
+// --nproc-per-node N|gpu|cpu|auto into `o`; a bad value lands in o.flag_problems.
+void set_nnodes(Overrides& o, const std::string& text);
+void set_nproc_per_node(Overrides& o, const std::string& text);
 
 // Parses and validates a spec; on any problem throws SpecError listing every problem found.
 JobSpec load_spec_file(const std::filesystem::path& file, const Overrides& overrides);
 JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
                        const std::filesystem::path& source = {});
+// The spec of a launch without a job file: overrides.command is its command, the rest defaults.
+JobSpec command_spec(const Overrides& overrides);
 // The embedded default job used by `dtrain launch` without a file (the README demo).
 JobSpec default_spec(const Overrides& overrides);
 // The same, with its worker (dtrain-demo-worker) looked up next to dtrain_exe, then in

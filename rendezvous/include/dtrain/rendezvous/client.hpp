@@ -63,6 +63,9 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{30000};
   std::string client_name;  // shown in server logs, e.g. "agent node 1" or "rank 3"
   std::shared_ptr<Canceller> cancel;  // optional: raised elsewhere, connect_store() throws Cancelled
+  // optional: called (on the connecting thread) after each attempt that found nothing to connect
+  // to, with the time since connect_store() began and why ("Connection refused")
+  std::function<void(std::chrono::milliseconds elapsed, const std::string& why)> on_retry;
 };
 
 class TcpStore : public Store {

@@ -73,12 +73,16 @@ struct JoinResult {
 };
 
 struct JoinProgress {
+  bool reachable = true;          // false: the rendezvous does not answer yet (node 0 not up)
+  std::string endpoint;           // "host:port" of the rendezvous
+  std::string why;                // !reachable: the last connect error
   int joined = 0;
   int instances = 0;
   std::string missing;            // "node 2", "1 more node(s)", ...
   std::chrono::milliseconds elapsed{0};
   std::chrono::milliseconds timeout{0};
-  // "waiting for nodes 2/3 (missing: node 2) 12 s / 600 s"
+  // "waiting for nodes 2/3 (missing: node 2) 12 s / 600 s", or
+  // "waiting for the rendezvous at 10.0.0.1:29400 (not reachable yet) 12 s / 600 s"
   std::string line() const;
 };
 
@@ -116,8 +120,15 @@ class NodeSession {
   void stop_monitoring();
 
   void set_local_state(std::string state, int running, int exited, int restarts);
+  // Where this node's workers are (the agent's hang diagnosis, one line per rank): stored with the
+  // next heartbeat under progress_key(node rank) in this generation's keys, for `dtrain status`.
+  void set_progress(std::string text);
+  static std::string progress_key(int node_rank);
   // Reports a failed worker; every agent (this one too) then sees a "failure" event.
   void report_failure(int rank, int exit_code, int signal, const std::string& message);
+  // Reports that this node stops on its own (a signal, a time limit, a hang) with `exit_code`;
+  // every agent sees a "stopped" event whose message is `message` ("interrupted (SIGINT)").
+  void report_stop(int exit_code, int signal, const std::string& message);
   // Exit barrier, after this node's work succeeded. Returns nullopt once every node finished (the
   // node is "done": its disconnect is not a loss). Returns the failure event when another node's
   // failure ends the wait (or had already happened in this generation: the barrier cannot complete).
@@ -135,6 +146,7 @@ class NodeSession {
   std::unique_ptr<TcpStore> connect_for_join(const ClientOptions& co);
   JoinResult run_join(TcpStore& conn, const ProgressFn& progress);
   std::optional<Event> leave(std::chrono::milliseconds timeout);
+  void report(int rank, int exit_code, int signal, const std::string& message, const char* kind);
   void stop_heartbeats();
   void heartbeat_loop();
   void watch_loop();
@@ -157,6 +169,7 @@ class NodeSession {
   bool join_cancelled_ = false;
   std::string state_ = "joined";
   int running_ = 0, exited_ = 0, restarts_ = 0;
+  std::optional<std::string> progress_;  // not yet stored
   JoinResult result_;
   std::optional<Event> root_;
   std::int64_t last_seq_ = 0;
@@ -169,5 +182,7 @@ class NodeSession {
 std::vector<std::string> list_runs(const ClientOptions& opts);
 // The node table of `run_id` (latest generation).
 RunStatus query_status(const ClientOptions& opts, const std::string& run_id);
+// What each node of `st` last published with set_progress() ("" when nothing), in the order of st.nodes.
+std::vector<std::string> query_progress(const ClientOptions& opts, const RunStatus& st);
 
 }  // namespace dtrain::rdzv

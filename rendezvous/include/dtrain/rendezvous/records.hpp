@@ -30,8 +30,9 @@ struct NodeEntry {
 };
 
 // A job event, in the order the server saw them (seq from 1). kind: "failure" (a worker failed,
-// reported by its agent), "lost" (an agent went silent or its connection closed). The first
-// "failure" or "lost" of a generation is the root cause.
+// reported by its agent), "stopped" (a node stopped on its own: a signal, max_runtime_s, a hang;
+// exit_code is what it ends with, message says why), "lost" (an agent went silent or its connection
+// closed). The first of a generation is the root cause.
 struct Event {
   std::int64_t seq = 0;
   std::int64_t generation = 0;
@@ -45,7 +46,8 @@ struct Event {
   bool root_cause = false;
 };
 
-// "node 1 (h1): rank 5 exited with code 3: <message>", "node 2 (h2) lost: <message>"
+// "node 1 (h1): rank 5 exited with code 3: <message>", "node 2 (h2) lost: <message>",
+// "node 1 (h1) interrupted (SIGINT)" (a "stopped" event: where, then its message)
 std::string describe_event(const Event& e);
 
 struct NodeStatus {

@@ -50,7 +50,7 @@ enum class Op : std::uint8_t {
   join = 30,         // [host, node_rank, slots, instances, spec_hash, master_port, advertise_addr,
                      //  heartbeat_timeout_ms, timeout_ms]   -> value [packed JoinReply] (progress frames first)
   heartbeat = 31,    // [state, running, exited, restarts] -> ok | error lost | error not_joined
-  report = 32,       // [node, rank, exit_code, signal, message]      -> ok
+  report = 32,       // [node, rank, exit_code, signal, message, (kind)] -> ok; kind "stopped": a node stopping on its own
   watch = 33,        // [after_seq, timeout_ms]            -> value [packed Event] | error timeout
   leave = 34,        // [timeout_ms]                       -> ok   (exit barrier; clean exit: not "lost" on close)
   status = 35,       // [run_id]                           -> value [packed RunStatus]

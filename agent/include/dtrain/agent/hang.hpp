@@ -1,0 +1,63 @@
+#pragma once
+// Hang diagnosis: each worker's collectives library publishes its last call on a progress page
+// (dtrain/common/progress_page.hpp) in <run folder>/progress/rank-R; diagnose() says, purely, which
+// ranks wait in which collective and for how long, which stopped calling, and whether that is a
+// hang (a rank in one call for at least the threshold). The agent uses it for
+// output.hang_timeout_s and the final summary; `dtrain status` finds the agents of this machine in
+// a small registry and reads their pages. tests/agent/test_hang.cpp.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtrain/common/progress_page.hpp"
+
+namespace dtrain::agent {
+
+struct RankProgress {
+  int rank = -1;
+  progress::Snapshot page;
+};
+
+// A rank in one call this long is called stuck when the job sets no output.hang_timeout_s.
+inline constexpr double kStuckAfterS = 10;
+
+struct Diagnosis {
+  bool hung = false;               // a rank has been in one call for at least the threshold
+  std::string verdict;             // "no progress for 31 s: ranks 0-2 wait in allreduce #57 (4.0 MiB); rank 3 ..."
+  std::vector<std::string> lines;  // one per rank: "rank 0: in allreduce #57 (4.0 MiB) for 31.2 s"
+};
+
+// `now_ns` on the pages' clock (CLOCK_MONOTONIC); `threshold_s` > 0.
+Diagnosis diagnose(const std::vector<RankProgress>& ranks, std::int64_t now_ns, double threshold_s);
+// The lines, then "stuck: <verdict>" when hung: what `dtrain status` shows of a node.
+std::string diagnosis_text(const Diagnosis& d);
+
+// The pages of a progress folder (rank-R files), read now; ranks in order.
+std::vector<RankProgress> read_progress(const std::filesystem::path& dir);
+
+// The agents running on this machine for this user, as `dtrain status` lists them: each registers
+// its run in ${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}/dtrain-UID/runs/PID while it runs.
+struct LocalRun {
+  pid_t pid = 0;
+  std::string run_id;
+  int node_rank = 0;
+  std::string run_dir;                   // its progress pages are in run_dir/progress
+  std::optional<double> hang_timeout_s;  // output.hang_timeout_s
+};
+std::filesystem::path local_runs_dir();
+// Writes the entry of this process (best effort: a warning when it cannot); remove_local_run() at the end.
+void add_local_run(const LocalRun& r);
+void remove_local_run(pid_t pid);
+// The entries whose process is alive (stale ones are removed).
+std::vector<LocalRun> local_runs();
+
+// "4.0 MiB", "1000 B"
+std::string bytes_text(std::uint64_t bytes);
+// "0-2, 5" for sorted ranks
+std::string ranks_text(const std::vector<int>& ranks);
+
+}  // namespace dtrain::agent

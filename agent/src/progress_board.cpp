@@ -1,0 +1,89 @@
+// Progress pages (progress_board.hpp), and read_progress() of hang.hpp.
+#include "progress_board.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/log.hpp"
+
+namespace dtrain::agent {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pg = dtrain::progress;
+
+// Maps a page file (created with `create`); null when it cannot.
+pg::Page* map_page(const fs::path& p, bool create) {
+  int fd = ::open(p.c_str(), create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDONLY | O_CLOEXEC), 0600);
+  if (fd < 0) return nullptr;
+  if (create && ::ftruncate(fd, static_cast<off_t>(pg::kPageBytes)) != 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  if (!create && ::lseek(fd, 0, SEEK_END) < static_cast<off_t>(pg::kPageBytes)) {
+    ::close(fd);
+    return nullptr;
+  }
+  void* m = ::mmap(nullptr, pg::kPageBytes, create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return m == MAP_FAILED ? nullptr : static_cast<pg::Page*>(m);
+}
+
+}  // namespace
+
+ProgressBoard::~ProgressBoard() {
+  for (auto& [rank, p] : pages_) ::munmap(p, pg::kPageBytes);
+}
+
+void ProgressBoard::open(const fs::path& dir, const std::vector<int>& ranks) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  dir_ = dir;
+  for (int r : ranks) {
+    fs::path p = dir / fmt::format("rank-{}", r);
+    pg::Page* page = map_page(p, true);
+    if (page == nullptr) throw IoError(fmt::format("cannot make the progress page {}: {}", p.string(), errno_text(errno)));
+    pages_[r] = page;
+  }
+}
+
+std::string ProgressBoard::reset(int rank) {
+  auto it = pages_.find(rank);
+  if (it == pages_.end()) return "";
+  std::memset(static_cast<void*>(it->second), 0, pg::kPageBytes);
+  return (dir_ / fmt::format("rank-{}", rank)).string();
+}
+
+std::vector<RankProgress> ProgressBoard::snapshot() const {
+  std::vector<RankProgress> out;
+  for (const auto& [rank, p] : pages_) out.push_back({rank, pg::read(*p)});
+  return out;
+}
+
+std::vector<RankProgress> read_progress(const fs::path& dir) {
+  std::vector<RankProgress> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind("rank-", 0) != 0) continue;
+    char* endp = nullptr;
+    long rank = std::strtol(name.c_str() + 5, &endp, 10);
+    if (endp == name.c_str() + 5 || *endp != '\0') continue;
+    pg::Page* p = map_page(it->path(), false);
+    if (p == nullptr) continue;
+    out.push_back({static_cast<int>(rank), pg::read(*p)});
+    ::munmap(p, pg::kPageBytes);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return out;
+}
+
+}  // namespace dtrain::agent

@@ -1,0 +1,33 @@
+#pragma once
+// The progress pages of this node's workers (dtrain/common/progress_page.hpp): one zeroed file
+// per local rank in <run folder>/progress, handed to the worker as DTRAIN_PROGRESS_FILE and mapped
+// here for reading.
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dtrain/agent/hang.hpp"
+
+namespace dtrain::agent {
+
+class ProgressBoard {
+ public:
+  ProgressBoard() = default;
+  ~ProgressBoard();
+  ProgressBoard(const ProgressBoard&) = delete;
+  ProgressBoard& operator=(const ProgressBoard&) = delete;
+
+  // Creates <dir> and a page for each rank. Throws IoError.
+  void open(const std::filesystem::path& dir, const std::vector<int>& ranks);
+  // Zeroes a rank's page before its worker starts (a new generation). "" when the board is closed.
+  std::string reset(int rank);
+  std::vector<RankProgress> snapshot() const;
+  bool empty() const { return pages_.empty(); }
+
+ private:
+  std::filesystem::path dir_;
+  std::map<int, progress::Page*> pages_;
+};
+
+}  // namespace dtrain::agent

@@ -1,0 +1,147 @@
+// Hang diagnosis: diagnose() over progress pages (no processes), then through the real binary with
+// workers of the collectives library (examples/c_allreduce --stall-rank): `dtrain status` shows
+// where each rank is, and output.hang_timeout_s ends a hung job with 70 and the stuck ranks named.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../cli/run_binary.hpp"
+#include "agent_test_util.hpp"
+#include "dtrain/agent/hang.hpp"
+
+using dtrain::agent::diagnose;
+using dtrain::agent::RankProgress;
+namespace pg = dtrain::progress;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int64_t kS = 1000000000;
+
+RankProgress in_call(int rank, pg::Op op, std::uint64_t seq, std::uint64_t bytes, std::int64_t begin) {
+  RankProgress r{rank, {}};
+  r.page.valid = true;
+  r.page.op = static_cast<std::uint32_t>(op);
+  r.page.seq = seq;
+  r.page.bytes = bytes;
+  r.page.calls = seq;
+  r.page.begin_ns = begin;
+  return r;
+}
+
+RankProgress returned(int rank, pg::Op op, std::uint64_t seq, std::int64_t end) {
+  RankProgress r = in_call(rank, op, seq, 64, end - 1);
+  r.page.end_ns = end;
+  return r;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+fs::path c_allreduce() { return fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce"; }
+
+}  // namespace
+
+TEST_SUITE("agent::hang") {
+  TEST_CASE("no rank past the threshold: not a hang, one line per rank") {
+    std::int64_t now = 100 * kS;
+    auto d = diagnose({in_call(0, pg::Op::allreduce, 3, 4 << 20, now - 2 * kS), returned(1, pg::Op::barrier, 2, now - kS),
+                       RankProgress{2, {}}},
+                      now, 10);
+    CHECK_FALSE(d.hung);
+    CHECK(d.verdict.empty());
+    REQUIRE(d.lines.size() == 3);
+    CHECK(d.lines[0] == "rank 0: in allreduce #3 (4.0 MiB) for 2.0 s");
+    CHECK(d.lines[1] == "rank 1: last collective barrier #2 (64 B) returned 1.0 s ago");
+    CHECK(d.lines[2] == "rank 2: no collective call yet");
+  }
+
+  TEST_CASE("ranks stuck in one call, grouped; ranks behind them named as having stopped calling") {
+    std::int64_t now = 100 * kS;
+    auto d = diagnose({in_call(0, pg::Op::allreduce, 57, 4 << 20, now - 31 * kS),
+                       in_call(1, pg::Op::allreduce, 57, 4 << 20, now - 30 * kS),
+                       in_call(2, pg::Op::allreduce, 57, 4 << 20, now - 31 * kS),
+                       returned(3, pg::Op::allreduce, 56, now - 32 * kS), RankProgress{4, {}}},
+                      now, 30);
+    CHECK(d.hung);
+    CHECK(d.verdict == "no progress for 31 s: ranks 0-2 wait in allreduce #57 (4.0 MiB); rank 3 stopped calling: "
+                       "its last collective, allreduce #56 (64 B), returned 32.0 s ago; rank 4 made no collective call");
+  }
+
+  TEST_CASE("the text a node publishes: its lines, then the verdict once stuck") {
+    std::int64_t now = 100 * kS;
+    auto ok = diagnose({in_call(0, pg::Op::barrier, 1, 0, now - kS)}, now, 10);
+    CHECK(dtrain::agent::diagnosis_text(ok) == "rank 0: in barrier #1 (0 B) for 1.0 s");
+    auto stuck = diagnose({in_call(0, pg::Op::barrier, 1, 0, now - 20 * kS)}, now, 10);
+    CHECK(dtrain::agent::diagnosis_text(stuck) ==
+          "rank 0: in barrier #1 (0 B) for 20.0 s\nstuck: no progress for 20 s: rank 0 waits in barrier #1 (0 B)");
+  }
+
+  TEST_CASE("ranks_text and bytes_text") {
+    CHECK(dtrain::agent::ranks_text({0, 1, 2, 5, 7, 8}) == "0-2, 5, 7-8");
+    CHECK(dtrain::agent::bytes_text(1000) == "1000 B");
+    CHECK(dtrain::agent::bytes_text(3 << 10) == "3.0 KiB");
+    CHECK(dtrain::agent::bytes_text(std::uint64_t(5) << 30) == "5.0 GiB");
+  }
+
+  TEST_CASE("dtrain status shows where each rank of a running job is") {
+    if (!fs::exists(c_allreduce())) {
+      MESSAGE("skipped: examples/c_allreduce is not built in this tree");
+      return;
+    }
+    dtrain::test::TempDir t;
+    auto env = dtrain::test::base_env();
+    env["TMPDIR"] = t.path.string();  // this test's registry of runs
+    std::string job = t.write("job.json", fmt::format(R"({{"command": ["{}", "--count", "1000", "--iters", "4",
+        "--stall-rank", "1", "--stall-at", "2"], "cluster": {{"procs_per_instance": 2}}, "grace_s": 1}})",
+                                                      c_allreduce().string()));
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("TMPDIR", t.path.c_str(), 1);
+      ::setenv("DTRAIN_TEST_GPUS", "0", 1);
+      ::execl(DTRAIN_BIN, DTRAIN_BIN, "launch", "--no-progress", job.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // an iteration is 6 calls (2 allreduces, broadcast, allgather, reduce_scatter, barrier): iteration 2
+    // begins with call 13, where rank 0 waits; rank 1 stopped after barrier #12
+    std::string out;
+    bool seen = agent_test::wait_until([&] {
+      out = dtrain::test::run({DTRAIN_BIN, "status"}, env).out;
+      return has(out, "rank 0: in allreduce #13 (3.9 KiB) for ") &&
+             has(out, "rank 1: last collective barrier #12 (0 B) returned ");
+    }, 60);
+    CHECK_MESSAGE(seen, out);
+    CHECK(has(out, fmt::format("agent pid {}", pid)));
+    auto js = dtrain::test::run({DTRAIN_BIN, "status", "--json"}, env);
+    CHECK(has(js.out, "\"runs\":[{\"run_id\":"));
+    ::kill(pid, SIGTERM);
+    CHECK(agent_test::wait_child(pid, 30) == 143);
+    CHECK(has(dtrain::test::run({DTRAIN_BIN, "status"}, env).out, "no dtrain job runs on this machine"));
+  }
+
+  TEST_CASE("output.hang_timeout_s: a hung job fails with 70 and the summary names the stuck ranks") {
+    if (!fs::exists(c_allreduce())) {
+      MESSAGE("skipped: examples/c_allreduce is not built in this tree");
+      return;
+    }
+    dtrain::test::TempDir t;
+    std::string job = t.write("job.json", fmt::format(R"({{"command": ["{}", "--count", "1000", "--iters", "4",
+        "--stall-rank", "1", "--stall-at", "2"], "cluster": {{"procs_per_instance": 2}},
+        "output": {{"hang_timeout_s": 2}}, "grace_s": 1}})", c_allreduce().string()));
+    auto r = dtrain::test::run({DTRAIN_BIN, "launch", job, "--summary-json", (t.path / "s.json").string()});
+    INFO(r.err);
+    CHECK(r.status == 70);
+    CHECK(has(r.err, "dtrain: job stopped (exit status 70): hang: no progress for "));
+    CHECK(has(r.err, "rank 0 waits in allreduce #13 (3.9 KiB); rank 1 stopped calling: its last collective, "
+                     "barrier #12 (0 B), returned "));
+    CHECK(has(r.err, "where each rank of this node was:"));
+    CHECK(has(r.err, "    rank 0: in allreduce #13"));
+    CHECK(has(dtrain::test::read_file(t.path / "s.json"), "\"hang\": ["));
+  }
+}
