@@ -190,7 +190,7 @@ void Agent::Impl::prepare() {
   ctx.store_token = opt.store_token;
   ctx.local_addr = opt.local_addr;
   ctx.cores = sys::usable_cpus();
-  ctx.agent_id = fmt::format("{}-{}", ::getpid(), random_token().substr(0, 16));
+  ctx.agent_id = fmt::format("{}-{}", ::getpid(), rdzv::auth::new_token().substr(0, 16));
   ctx.role = opt.role;
 
   run_folder.create(opt.log_dir, ctx.run_id, opt.keep_logs);

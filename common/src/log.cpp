@@ -109,11 +109,9 @@ void write(Level level, Subsys, const char* file, int line, std::string_view msg
   // One line each: text from peers (client names, run ids) can never start a line or send escapes.
   const std::string clean = text::printable(msg);
   if (level <= Level::warn || level >= Level::debug)
-    out = fmt::format("{}: {}: {}{}
-", tag, level_name(level), clean, where);
+    out = fmt::format("{}: {}: {}{}\n", tag, level_name(level), clean, where);
   else
-    out = fmt::format("{}: {}{}
-", tag, clean, where);
+    out = fmt::format("{}: {}{}\n", tag, clean, where);
   // One write(2) per line so lines from several threads or processes never mix.
   ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
   (void)ignored;
