@@ -19,7 +19,7 @@ NodeConfig loopback(int port, int node_rank) {
   NodeConfig c;
   c.endpoint = net::endpoint_text("127.0.0.1", port);
   c.ep = {"127.0.0.1", port};
-  c.token = "tok";
+  c.token = "0123456789abcdef0123456789abcdef";
   c.run_id = "role-test";
   c.node_rank = node_rank;
   return c;

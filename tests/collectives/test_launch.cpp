@@ -74,6 +74,7 @@ TEST_SUITE("collectives::launch") {
     TempDir dir;
     auto spec = dir.write("job.json", job(run_id("hier"), 2, {"--count", "100003", "--iters", "2"}));
     auto token = dir.write("token", "collectives-test-token");
+    std::filesystem::permissions(token, std::filesystem::perms(0600));
     const std::string rdzv = "127.0.0.1:" + std::to_string(free_port());
     dtrain::test::Result res[2];
     std::thread nodes[2];

@@ -51,7 +51,8 @@ dtrain::test::Result launch(const std::string& transport, int ranks, const std::
 std::string launch_two_nodes(int per_node, const std::string& mode, const std::string& parallel = "") {
   TempDir dir;
   auto spec = dir.write("job.json", job(run_id(mode + "-2n"), per_node, mode, parallel));
-  auto token = dir.write("token", "p2p-test-token");
+  auto token = dir.write("token", "p2p-test-token-0123456789abcdef");
+  std::filesystem::permissions(token, std::filesystem::perms(0600));
   const std::string rdzv = "127.0.0.1:" + std::to_string(dtrain::net::pick_free_port("127.0.0.1"));
   dtrain::test::Result res[2];
   std::thread nodes[2];

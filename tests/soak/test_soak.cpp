@@ -115,11 +115,18 @@ TEST_SUITE("soak") {
                                                               << " / " << early.rss_kib / 1024 << " / "
                                                               << last.rss_kib / 1024 << " MiB (max " << max_rss / 1024
                                                               << "); zombie children at most " << max_zombies);
-    CHECK(max_fds <= early.fds + 2);          // no descriptor leaks across generations
+    // no descriptor leaks across generations (a sample may catch the previous generation's pipes
+    // still draining: a few above the early count, never a growth of one per generation)
+    CHECK(last.fds <= early.fds + 2);
+    CHECK(max_fds <= early.fds + 8);
     CHECK(max_rss <= early.rss_kib + 16384 + kSanitizerSlackKib);  // +16 MiB over 95 generations: generous
     CHECK(max_zombies <= 4);                  // at most the previous generation's, being reaped
     CHECK(procs_with(marker) == 0);
-    CHECK(fs::is_empty(t.path / "tmp"));  // the temporary run folder is gone
+    // the temporary run folder is gone; what stays is the empty registry `dtrain status` reads
+    for (const auto& e : fs::recursive_directory_iterator(t.path / "tmp")) {
+      CAPTURE(e.path());
+      CHECK(e.is_directory());
+    }
   }
 
   TEST_CASE("1,000 store clients connecting and leaving: the server stays flat") {
