@@ -81,6 +81,7 @@ void add_spec_options(CLI::App* sub, SpecArgs& args) {
   sub->add_option("--set", o.sets, "set a spec field before validation; VALUE is JSON, else a string (repeatable)")
       ->type_name("/PTR=VALUE")
       ->expected(1)
+      ->allow_extra_args(false)  // one /PTR=VALUE per --set: a job file after it stays the job file
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 

@@ -41,6 +41,18 @@ std::string message(const std::string& err) {
 }  // namespace
 
 TEST_SUITE("cli::spec_options") {
+  TEST_CASE("--set before the job file takes one /PTR=VALUE; the job file stays the job file") {
+    TempDir t;
+    auto job = t.write("job.json", R"({"command": ["true"], "cluster": {"procs_per_instance": 2}})");
+    for (std::vector<std::string> args : {std::vector<std::string>{"--set", "/cluster/procs_per_instance=3", job},
+                                          {"--set=/cluster/procs_per_instance=3", job},
+                                          {"--set", "/batch/global=12", "--set", "/cluster/procs_per_instance=3", job}}) {
+      CAPTURE(args.front());
+      auto p = ok(plan(args));
+      CHECK(p["world_size"] == 3);
+    }
+  }
+
   TEST_CASE("--nnodes N and N:N; an elastic range and a bad count are refused with what to do") {
     CHECK(ok(plan({"--nnodes", "2:2", "--insecure", "--rdzv-endpoint", "h:1", "--", "/bin/true"}))["instances"] == 2);
     CHECK(ok(plan({"--nodes", "1", "--", "/bin/true"}))["instances"] == 1);
