@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -67,7 +68,8 @@ std::string launch(const Setup& s, const std::string& spec, const TempDir& dir) 
     const auto r = dtrain::test::run({DTRAIN_BIN, "launch", spec}, env_for(s), 180);
     return r.out + r.err + (r.status != 0 ? fmt::format("\nEXIT STATUS {}\n", r.status) : "");
   }
-  const std::string token = dir.write("token", "pipeline-test-token");
+  const std::string token = dir.write("token", "5eed0123456789abcdef0123456789ab");  // 128 bits, as required
+  std::filesystem::permissions(token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   const std::string rdzv = "127.0.0.1:" + std::to_string(dtrain::net::pick_free_port("127.0.0.1"));
   std::vector<dtrain::test::Result> res(static_cast<std::size_t>(s.nodes));
   std::vector<std::thread> nodes;
@@ -97,10 +99,10 @@ std::vector<double> train(const Setup& s, std::string* output = nullptr) {
   REQUIRE(all.find(fmt::format("the weights of every stage identical on its {} replicas", s.data)) != std::string::npos);
   CHECK(all.find(fmt::format("timing: {}, {} stages, {} micro-batches", s.schedule, s.pipeline, s.micro)) !=
         std::string::npos);
-  if (s.pipeline > 1) {  // the pipeline groups' engine: shm on one node, tcp when asked or across nodes
-    const bool tcp = std::string(s.transport) == "tcp" || s.nodes > 1;
-    CHECK(all.find(tcp ? "tcp engine" : "shm engine") != std::string::npos);
-  }
+  if (s.nodes > 1)  // a pipeline group across the nodes: tcp for one rank a node, else hierarchical
+    CHECK(all.find(s.pipeline == s.nodes ? "tcp engine" : "hierarchical engine") != std::string::npos);
+  else if (s.pipeline > 1)
+    CHECK(all.find(std::string(s.transport) == "tcp" ? "tcp engine" : "shm engine") != std::string::npos);
   std::vector<double> w;
   for (int st = 0; st < s.pipeline; ++st) {
     std::ifstream in(prefix + "." + std::to_string(st));
