@@ -102,23 +102,23 @@ void backward(Layer& l, const double* x, const double* y, const double* dy, int 
   }
 }
 
-std::vector<double> flatten(const std::vector<Layer>& layers) {
+namespace {
+
+// Each layer's `w` member then its `b` member, concatenated over the layers.
+std::vector<double> concat(const std::vector<Layer>& layers, std::vector<double> Layer::*w, std::vector<double> Layer::*b) {
   std::vector<double> out;
   for (const auto& l : layers) {
-    out.insert(out.end(), l.w.begin(), l.w.end());
-    out.insert(out.end(), l.b.begin(), l.b.end());
+    out.insert(out.end(), (l.*w).begin(), (l.*w).end());
+    out.insert(out.end(), (l.*b).begin(), (l.*b).end());
   }
   return out;
 }
 
-std::vector<double> flatten_grads(const std::vector<Layer>& layers) {
-  std::vector<double> out;
-  for (const auto& l : layers) {
-    out.insert(out.end(), l.gw.begin(), l.gw.end());
-    out.insert(out.end(), l.gb.begin(), l.gb.end());
-  }
-  return out;
-}
+}  // namespace
+
+std::vector<double> flatten(const std::vector<Layer>& layers) { return concat(layers, &Layer::w, &Layer::b); }
+
+std::vector<double> flatten_grads(const std::vector<Layer>& layers) { return concat(layers, &Layer::gw, &Layer::gb); }
 
 void zero_grads(std::vector<Layer>& layers) {
   for (auto& l : layers) {

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "../cli/run_binary.hpp"
+#include "weights.hpp"
 #include "dtrain/common/net.hpp"
 
 namespace {
@@ -114,17 +115,8 @@ std::vector<double> train(const Setup& s, std::string* output = nullptr) {
   return w;
 }
 
-// max |a - b| / max |b|
-double relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-    scale = std::max(scale, std::fabs(b[i]));
-  }
-  return diff / scale;
-}
-
-constexpr double kTolerance = 1e-9;
+using dtrain::test::relative_difference;
+constexpr double kTolerance = dtrain::test::kWeightTolerance;
 
 // The loss of epoch `e` as rank 0 of the last stage printed it.
 double epoch_loss(const std::string& out, int e) {
