@@ -29,6 +29,9 @@ namespace {
 using namespace pipeline;
 
 const char* const kProg = "dtrain-pipeline-example";
+const char* const kUsage =
+    "usage: dtrain-pipeline-example [--lr RATE] [--layers N] [--hidden N] [--stage-work-us N] [--weights-out PREFIX]\n"
+    "  (a worker for `dtrain launch`; see dtrain-examples(7))\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -69,6 +72,10 @@ Options parse_args(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
     if (i + 1 >= argc) throw UsageError("unknown argument or missing value: " + a);
     const char* v = argv[++i];
     if (a == "--lr") o.lr = std::atof(v);
@@ -238,9 +245,7 @@ int main(int argc, char** argv) {
     const Options o = parse_args(argc, argv);
     return run(o, read_layout(o));
   } catch (const UsageError& e) {
-    std::fprintf(stderr,
-                 "%s: %s\nusage: %s [--lr RATE] [--layers N] [--hidden N] [--stage-work-us N] [--weights-out PREFIX]\n",
-                 kProg, e.what(), kProg);
+    std::fprintf(stderr, "%s: %s\n%s", kProg, e.what(), kUsage);
     return 2;
   } catch (const dtrain::coll_error& e) {
     const char* rank = std::getenv("RANK");

@@ -162,16 +162,22 @@ TEST_SUITE("examples::pipeline_equivalence") {
     CHECK(d > 1e-4);
   }
 
-  TEST_CASE("a tensor degree above 1 is refused by name") {
-    TempDir dir;
-    const std::string spec = dir.write("job.json", fmt::format(R"({{ "version": 1, "command": ["{}"],
-  "cluster": {{ "procs_per_instance": 2 }}, "parallel": {{ "tensor": 2 }},
+  TEST_CASE("a tensor degree above 1, and more stages than layers, are refused by name") {
+    auto refused = [](const std::string& args, const std::string& parallel) {
+      TempDir dir;
+      const std::string spec = dir.write("job.json", fmt::format(R"({{ "version": 1, "command": ["{}"{}],
+  "cluster": {{ "procs_per_instance": 2 }}, "parallel": {},
   "batch": {{ "global": 4, "dataset_size": 16, "epochs": 1 }} }})",
-                                                               PIPELINE_WORKER));
-    const auto r = dtrain::test::run({DTRAIN_BIN, "launch", spec}, env_for({}), 60);
-    INFO(r.out << r.err);
-    CHECK(r.status == 2);
-    CHECK(r.err.find("DTRAIN_TP_SIZE=2: this example splits the model over pipeline stages only; set parallel.tensor "
-                     "to 1") != std::string::npos);
+                                                                 PIPELINE_WORKER, args, parallel));
+      const auto r = dtrain::test::run({DTRAIN_BIN, "launch", spec}, env_for({}), 60);
+      INFO(r.out << r.err);
+      CHECK(r.status == 2);
+      return r.err;
+    };
+    CHECK(refused("", R"({ "tensor": 2 })")
+              .find("DTRAIN_TP_SIZE=2: this example splits the model over pipeline stages only; set parallel.tensor "
+                    "to 1") != std::string::npos);
+    CHECK(refused(R"(, "--layers", "1")", R"({ "pipeline": 2 })")
+              .find("2 pipeline stages but only 1 layers: give --layers 2 or more") != std::string::npos);
   }
 }
