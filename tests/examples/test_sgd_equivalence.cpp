@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "../cli/run_binary.hpp"
+#include "weights.hpp"
 
 namespace {
 
@@ -89,17 +90,8 @@ std::vector<double> train(const Worker& w, const Setup& s) {
   return out;
 }
 
-// max |a - b| / max |b|
-double relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-    scale = std::max(scale, std::fabs(b[i]));
-  }
-  return diff / scale;
-}
-
-constexpr double kTolerance = 1e-9;
+using dtrain::test::relative_difference;
+constexpr double kTolerance = dtrain::test::kWeightTolerance;
 
 void same_weights_for_any_replica_count(const Worker& w) {
   const auto one = train(w, {1, 1, 32, "auto"});
