@@ -76,7 +76,10 @@ bool io_all(int fd, void* buf, std::size_t len, bool write, Clock::time_point de
       len -= static_cast<std::size_t>(k);
       continue;
     }
-    if (k == 0) return false;
+    if (k == 0) {
+      errno = ECONNRESET;  // the peer closed the connection
+      return false;
+    }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
     if (Clock::now() >= deadline) {
       errno = ETIMEDOUT;
