@@ -25,6 +25,7 @@
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/net.hpp"
+#include "dtrain/common/shm_names.hpp"
 #include "dtrain/common/system.hpp"
 #include "dtrain/common/uv_handle.hpp"
 #include "dtrain/rendezvous/auth.hpp"
@@ -143,6 +144,11 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void execute(const job::CancelBackoff&) { uv_timer_stop(backoff_timer.get()); }
   void execute(const job::ArmBackoff&);
   void execute(const job::Collect& a);
+  // Removes the shared-memory segments the workers left (a worker killed during setup leaves one).
+  void sweep_segments() {
+    if (std::size_t n = shm_names::sweep(ctx.shm_prefix))
+      DTRAIN_DEBUG(agent, "removed {} shared-memory segment(s) {}* the workers left", n, ctx.shm_prefix);
+  }
   void execute(const job::Finish& a);
   void fatal(const std::exception& e);
 
@@ -157,6 +163,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
 Agent::Impl::~Impl() {
   if (loop_inited) close_loop();
   if (store) store->stop();
+  sweep_segments();
   remove_local_run(::getpid());
 }
 
@@ -191,6 +198,7 @@ void Agent::Impl::prepare() {
   ctx.local_addr = opt.local_addr;
   ctx.cores = sys::usable_cpus();
   ctx.agent_id = fmt::format("{}-{}", ::getpid(), rdzv::auth::new_token().substr(0, 16));
+  ctx.shm_prefix = fmt::format("dtrain-{}-", ctx.agent_id);  // swept at each generation's end and at exit
   ctx.role = opt.role;
 
   run_folder.create(opt.log_dir, ctx.run_id, opt.keep_logs);
@@ -234,6 +242,7 @@ void Agent::Impl::open_loop() {
   loop_inited = true;
   group.open(&loop, {helper.exe, helper.exec_word, std::to_string(::getpid()), command, workdir.string()});
   guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id);
+  guardian.sweep_at_end(ctx.shm_prefix);
   if (opt.reap_escapees)
     escapees.start(&loop, [this] {
       auto pids = group.live_pids();
@@ -435,6 +444,7 @@ void Agent::Impl::execute(const job::Collect& a) {
   uv_timer_stop(grace_timer.get());
   group.retire();
   escapees.kill_all(1000);  // what left a worker's group dies with the generation
+  sweep_segments();
   terminal.flush();
   result.root_cause = a.root_cause;
   result.other_failures = a.other_failures;
@@ -447,6 +457,7 @@ void Agent::Impl::execute(const job::Finish& a) {
   execute(job::Enter{JobState::done});
   terminal.clear_progress();
   close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
+  sweep_segments();
   if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
   if (a.exit_code != 0) {
     std::string text = summary_text(result);

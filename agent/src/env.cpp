@@ -79,6 +79,7 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
   }
   if (!ctx.plan_path.empty()) put(env, "DTRAIN_PLAN", ctx.plan_path);
   if (!ctx.agent_id.empty()) put(env, "DTRAIN_AGENT_ID", ctx.agent_id);
+  if (!ctx.shm_prefix.empty()) put(env, "DTRAIN_SHM_PREFIX", ctx.shm_prefix);
   if (plan.use_gpus && plan.spec.cluster.bind_gpus) put(env, "CUDA_VISIBLE_DEVICES", r.local_rank);
   if (env.find("OMP_NUM_THREADS") == env.end())
     put(env, "OMP_NUM_THREADS", std::max(1, ctx.cores / std::max(1, local_world)));

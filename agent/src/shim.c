@@ -13,6 +13,9 @@
  *       every process whose environment holds DTRAIN_AGENT_ID=ID (found through /proc): so
  *       grandchildren of workers die with the agent even when they left the group (setsid) and
  *       their parent died first (the kernel kills workers with the agent: PR_SET_PDEATHSIG).
+ *       "/PREFIX\n" names the workers' shared-memory stem (DTRAIN_SHM_PREFIX): at the end it also
+ *       removes every /dev/shm entry whose name starts with it (a worker killed during setup
+ *       leaves its segment there).
  *       Own session, ignores INT/TERM/HUP/PIPE.
  */
 #define _GNU_SOURCE
@@ -48,13 +51,40 @@ int dtrain_shim_exec(int argc, char** argv, const char* who) {
   _exit(err == ENOENT || err == ENOTDIR ? DTRAIN_EXIT_NOT_FOUND : DTRAIN_EXIT_NOT_EXECUTABLE);
 }
 
-/* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one), and the
- * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it). */
+/* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one), the
+ * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it) and their /dev/shm stem ('/' sets it). */
 struct groups {
   long* pg;
   size_t count, cap;
   char marker[128];
+  char shm_prefix[72];
 };
+
+/* A stem as common/shm_names.hpp accepts it: 1 to 64 letters, digits, '-', '_' or '.'. */
+static int valid_stem(const char* s, size_t len) {
+  if (len == 0 || len > 64) return 0;
+  for (size_t i = 0; i < len; ++i) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+          c == '.'))
+      return 0;
+  }
+  return 1;
+}
+
+/* Removes every /dev/shm entry whose name starts with the stem. */
+static void sweep_shm(const char* stem) {
+  size_t len = strlen(stem);
+  if (!valid_stem(stem, len)) return;
+  DIR* d = opendir("/dev/shm");
+  if (d == NULL) return;
+  struct dirent* de;
+  char path[300];
+  while ((de = readdir(d)) != NULL)
+    if (strncmp(de->d_name, stem, len) == 0 && snprintf(path, sizeof path, "/dev/shm/%s", de->d_name) < (int)sizeof path)
+      unlink(path);
+  closedir(d);
+}
 
 static void groups_add(struct groups* g, long pg) {
   if (g->count == g->cap) {
@@ -82,6 +112,13 @@ static void guard_line(struct groups* g, const char* line, size_t len) {
     memcpy(g->marker, kName, sizeof kName - 1);
     memcpy(g->marker + sizeof kName - 1, line + 1, len - 1);
     g->marker[sizeof kName - 1 + len - 1] = '\0';
+    return;
+  }
+  if (line[0] == '/') {
+    if (valid_stem(line + 1, len - 1)) {
+      memcpy(g->shm_prefix, line + 1, len - 1);
+      g->shm_prefix[len - 1] = '\0';
+    }
     return;
   }
   long pg = len > 1 ? strtol(line + 1, NULL, 10) : 0;
@@ -196,7 +233,7 @@ int dtrain_shim_guard(void) {
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  struct groups g = {NULL, 0, 0, ""};
+  struct groups g = {NULL, 0, 0, "", ""};
   char line[128];
   size_t len = 0;
   char buf[4096];
@@ -216,6 +253,7 @@ int dtrain_shim_guard(void) {
   }
   if (g.count > 0 || g.marker[0] != '\0') kill_trees(&g);
   for (size_t k = 0; k < g.count; ++k) kill((pid_t)-g.pg[k], SIGKILL);
+  if (g.shm_prefix[0] != '\0') sweep_shm(g.shm_prefix);
   free(g.pg);
   return DTRAIN_EXIT_OK;
 }

@@ -1,7 +1,9 @@
 // Real multi-process runs through `dtrain launch`: the C worker (examples/c_allreduce) on the
 // shared-memory and TCP engines and, with two agents on loopback, the hierarchical engine; a rank
 // SIGKILLed mid-allreduce (the others fail within their
-// deadline with an error naming it), and no /dev/shm residue after the whole job is SIGKILLed.
+// deadline with an error naming it), and no /dev/shm residue after the whole job is SIGKILLed;
+// shared-memory segments: mode 0600, swept by the agent when a worker dies during setup and by the
+// guardian when the agent is SIGKILLed then, and two jobs of the same name at once never collide.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -12,6 +14,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstring>
@@ -39,13 +43,50 @@ std::string job(const std::string& run_id, int ranks, const std::vector<std::str
          "\" } }\n";
 }
 
-std::size_t shm_entries(const std::string& stem) {
-  std::size_t n = 0;
+// The /dev/shm entries whose names contain `needle`.
+std::vector<std::string> shm_names_with(const std::string& needle) {
+  std::vector<std::string> out;
   if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d)) n += std::strncmp(e->d_name, stem.c_str(), stem.size()) == 0;
+    while (dirent* e = ::readdir(d))
+      if (std::strstr(e->d_name, needle.c_str()) != nullptr) out.emplace_back(e->d_name);
     ::closedir(d);
   }
-  return n;
+  return out;
+}
+std::size_t shm_entries(const std::string& needle) { return shm_names_with(needle).size(); }
+
+// Waits up to timeout_s for no /dev/shm entry to contain `needle`; returns how many are left.
+std::size_t shm_left(const std::string& needle, double timeout_s) {
+  std::size_t left = shm_entries(needle);
+  for (int i = 0; i < static_cast<int>(timeout_s * 10) && left != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = shm_entries(needle);
+  }
+  return left;
+}
+
+// A job whose ranks run `sh -c script` (no double quotes in it); W in its env is the C worker.
+std::string sh_job(const std::string& run_id, int ranks, const std::string& script) {
+  return std::string("{ \"version\": 1, \"name\": \"coll\", \"command\": [\"sh\", \"-c\", \"") + script +
+         "\"],\n  \"env\": { \"W\": \"" + C_WORKER + "\" },\n  \"cluster\": { \"instances\": 1, " +
+         "\"procs_per_instance\": " + std::to_string(ranks) + " },\n  \"rendezvous\": { \"run_id\": \"" + run_id +
+         "\" } }\n";
+}
+
+// Starts `dtrain launch spec` with its output to /dev/null; returns its pid.
+pid_t spawn_launch(const std::string& spec) {
+  std::vector<std::string> args = {DTRAIN_BIN, "launch", spec};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  REQUIRE(posix_spawn(&pid, DTRAIN_BIN, &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
 }
 
 int free_port() { return dtrain::net::pick_free_port("127.0.0.1"); }
@@ -124,27 +165,71 @@ TEST_SUITE("collectives::launch") {
     TempDir dir;
     const std::string id = run_id("residue");
     auto spec = dir.write("job.json", job(id, 4, {"--count", "200000", "--iters", "1000000"}));
-    std::vector<std::string> args = {DTRAIN_BIN, "launch", spec};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    pid_t pid = -1;
-    REQUIRE(posix_spawn(&pid, DTRAIN_BIN, &fa, nullptr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
+    pid_t pid = spawn_launch(spec);
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // workers are deep in allreduces
     ::kill(pid, SIGKILL);
     int st = 0;
     ::waitpid(pid, &st, 0);
     // The guardian kills the workers with SIGKILL; the segment was unlinked right after setup.
-    std::size_t left = 1;
-    for (int i = 0; i < 50 && left != 0; ++i) {
-      left = shm_entries("dtrain-" + id);
-      if (left) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(shm_left("dtrain-" + id, 5) == 0);
+  }
+
+  TEST_CASE("a rank that fails during setup leaves no segment: the agent sweeps it; segments are 0600") {
+    TempDir dir;
+    const std::string id = run_id("sweep");
+    // Rank 0 creates the segment and waits for rank 3 to map it, which exits instead; the agent
+    // then stops ranks 0-2 with SIGTERM, which leaves the segment's name in /dev/shm.
+    auto spec = dir.write("job.json", sh_job(id, 4, "if [ $RANK = 3 ]; then sleep 3; exit 3; fi; exec $W --iters 2"));
+    pid_t pid = spawn_launch(spec);
+    std::vector<std::string> seen;
+    for (int i = 0; i < 600 && seen.empty(); ++i) {
+      seen = shm_names_with("-" + id + "-g0-");
+      if (seen.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    CHECK(left == 0);
+    REQUIRE(seen.size() == 1);
+    struct stat st {};
+    REQUIRE(::stat(("/dev/shm/" + seen[0]).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK(st.st_uid == ::geteuid());
+    CHECK(seen[0].rfind("dtrain-", 0) == 0);  // the agent's stem (DTRAIN_SHM_PREFIX) first
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 3);
+    CHECK(shm_entries("-" + id + "-") == 0);  // swept when the generation ended, not later
+  }
+
+  TEST_CASE("the whole agent SIGKILLed while a segment waits for its ranks: the guardian sweeps it") {
+    TempDir dir;
+    const std::string id = run_id("guard");
+    auto spec = dir.write("job.json", sh_job(id, 3, "if [ $RANK = 2 ]; then sleep 60; fi; exec $W --iters 2"));
+    pid_t pid = spawn_launch(spec);
+    std::size_t seen = 0;
+    for (int i = 0; i < 300 && seen == 0; ++i) {
+      seen = shm_entries("-" + id + "-g0-");
+      if (seen == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(seen == 1);
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    CHECK(shm_left("-" + id + "-", 5) == 0);
+  }
+
+  TEST_CASE("two jobs of the same name and run id on one machine at once do not collide") {
+    TempDir dir;
+    auto spec = dir.write("job.json", job(run_id("twin"), 4, {"--count", "100003", "--iters", "20"}));
+    dtrain::test::Result res[2];
+    std::thread jobs[2];
+    for (int k = 0; k < 2; ++k)
+      jobs[k] = std::thread([&, k] { res[k] = dtrain::test::run({DTRAIN_BIN, "launch", spec}, env_for("auto"), 120); });
+    for (auto& t : jobs) t.join();
+    for (const auto& r : res) {
+      INFO(r.out);
+      INFO(r.err);
+      CHECK(r.status == 0);
+      for (int k = 0; k < 4; ++k) CHECK(r.out.find("rank " + std::to_string(k) + "/4 ok") != std::string::npos);
+      CHECK((r.out + r.err).find("shm engine") != std::string::npos);
+    }
   }
 }

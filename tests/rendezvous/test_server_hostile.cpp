@@ -17,6 +17,7 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
+#include "../common/stderr_capture.hpp"
 #include "helpers.hpp"
 #include "serve_process.hpp"
 
@@ -32,26 +33,8 @@ namespace {
 const std::string kToken = "a3f1c0ffee0123456789abcdef0123456789abcdef0123456789abcdef012345";
 
 // The process's stderr in a file while alive (the server logs from its own thread with write(2)).
-struct StderrCapture {
-  std::string path = (fs::temp_directory_path() / ("dtrain-hostile-" + std::to_string(::getpid()) + ".log")).string();
-  int saved = -1;
-  StderrCapture() {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    REQUIRE(fd >= 0);
-    std::fflush(stderr);
-    saved = ::dup(2);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  std::string text() const {
-    std::ifstream in(path);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-  ~StderrCapture() {
-    ::dup2(saved, 2);
-    ::close(saved);
-    ::unlink(path.c_str());
-  }
+struct StderrCapture : dtrain::test::StderrCapture {
+  StderrCapture() : dtrain::test::StderrCapture("dtrain-hostile") {}
 };
 
 // Peers the server logged as dropped or refused: lines shown one by one plus the counts of the

@@ -22,6 +22,7 @@ struct EnvContext {
   std::string plan_path;       // DTRAIN_PLAN
   int cores = 1;               // CPUs this agent may use (OMP_NUM_THREADS default)
   std::string agent_id;        // DTRAIN_AGENT_ID: what the guardian finds every descendant by
+  std::string shm_prefix;      // DTRAIN_SHM_PREFIX: the stem of the workers' /dev/shm segments
   std::string role = "default";  // ROLE_NAME
 };
 

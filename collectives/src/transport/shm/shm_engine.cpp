@@ -1,5 +1,7 @@
 // Shared-memory engine: setting up the segment. Local rank 0 checks that /dev/shm has room, creates
-// the segment under a random name, reserves its pages and publishes the name in the store (or, when
+// the segment (mode 0600, O_EXCL) under a name no other job can guess or take: DTRAIN_SHM_PREFIX (the
+// agent's stem, which the agent and its guardian sweep from /dev/shm), the run and generation, and
+// 64 random bits; reserves its pages and publishes the name in the store (or, when
 // that fails, "!" and the reason, so the others fail at once instead of waiting); the others open it
 // and check that its layout matches their own view. Every rank then waits (bounded) until all have
 // mapped it; the last to map it unlinks the name.
@@ -22,6 +24,7 @@
 #include "../../wait.hpp"
 #include "dtrain/common/system.hpp"
 #include "dtrain/common/log.hpp"
+#include "dtrain/common/shm_names.hpp"
 #include "shm_layout.hpp"
 
 namespace dtrain::coll::shm {
@@ -100,9 +103,15 @@ int Engine::create_segment(const Options& o) {
                                     static_cast<double>(bytes_) / 1048576.0, n_,
                                     static_cast<double>(avail) / 1048576.0));
     }
+    std::string stem;
+    try {
+      stem = shm_names::env_prefix();
+    } catch (const ConfigError& e) {
+      throw CollError(DTRAIN_ERR_CONFIG, e.what());
+    }
     std::random_device rd;
     const std::uint64_t nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    name_ = fmt::format("/{}-{:016x}", o.name_prefix, nonce);
+    name_ = fmt::format("/{}{}-{:016x}", stem, o.name_prefix, nonce);
     fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) sys_fail(fmt::format("shm_open {}", name_), errno);
     int err = 0;

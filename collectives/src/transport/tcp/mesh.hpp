@@ -2,8 +2,10 @@
 // The TCP transport's "device" (Gloo's Device with its Pairs): one socket to every other rank of a
 // group, set up through the store, and the one primitive the algorithms (group.hpp) are written
 // against. Setup (mesh_setup.cpp): each rank listens on its advertised address and publishes
-// "address port host" under <key_prefix>tcp/<rank>; it connects to every lower rank and accepts
-// every higher one. Exchange (mesh_exchange.cpp): a send to one rank and a receive from another at
+// "address port host" under <key_prefix>tcp/<rank> (rank 0 first puts 32 random bytes, the
+// communicator's secret, under <key_prefix>tcp/secret); it connects to every lower rank and accepts
+// every higher one, each connection proving the secret (mesh_handshake.hpp) before it is bound to a
+// rank; strangers are dropped with a warning and the listener closes once every peer is in. Exchange (mesh_exchange.cpp): a send to one rank and a receive from another at
 // the same time; every message is preceded by a header with the call's sequence number, fingerprint
 // and length, and a difference fails the call with DTRAIN_ERR_MISMATCH. Point-to-point messages
 // (mesh_p2p.cpp) travel on the same sockets as frames of their own channel; an exchange that meets
@@ -96,6 +98,8 @@ class Mesh {
     int port = 0;
   };
   struct Xfer;
+  struct Incoming;
+  enum class Greet { ok, io, refused };
   // A point-to-point frame an exchange read while waiting for collective data.
   struct Parked {
     WireHeader h;
@@ -106,7 +110,11 @@ class Mesh {
   void listen_on(const std::string& host);
   void read_addresses();
   void connect_lower(Clock::time_point deadline);
+  Greet greet(int fd, int r, Clock::time_point deadline, std::string& why);
   void accept_higher(Clock::time_point deadline);
+  void accept_new(std::vector<Incoming>& in);
+  bool advance(Incoming& c);
+  void drop(Incoming& c, const std::string& why);
   void close_all() noexcept;
   // exchange (mesh_exchange.cpp)
   bool send_some(const OpDesc& d, Xfer& x);
@@ -131,6 +139,7 @@ class Mesh {
   std::chrono::milliseconds timeout_;
   std::size_t chunk_bytes_;
   int listen_fd_ = -1;
+  rdzv::Bytes secret_;  // the communicator's, from the store (handshake::kSecretBytes)
   std::vector<Pair> pairs_;
   std::vector<std::deque<Parked>> inbox_;  // per peer, in arrival order
   bool aborted_ = false;

@@ -1,7 +1,10 @@
-// TCP mesh setup: listen on the advertised address, publish it, then connect to every lower rank
-// (retrying while it is not listening yet) and accept every higher one, each connection opened by a
-// greeting that names the connecting rank. Bounded by the timeout; every failure names the peer's
-// rank, host, address and port.
+// TCP mesh setup: listen on the advertised address, publish it (rank 0 first puts the communicator's
+// secret in the store), then connect to every lower rank (retrying while it is not listening yet)
+// and accept every higher one. Every connection opens with the handshake of mesh_handshake.hpp: a
+// connection that does not prove the secret (a stranger: garbage, a wrong proof, silence past
+// kHandshakeTimeout, an early close) is dropped with a warning naming its address, and the listener
+// goes on accepting until every real peer is in; the setup deadline applies to real peers only.
+// Bounded by the timeout; every failure names the peer's rank, host, address and port.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -21,20 +24,20 @@
 
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/params.hpp"
+#include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/client.hpp"
 #include "mesh.hpp"
+#include "mesh_handshake.hpp"
 
 namespace dtrain::coll::tcp {
 namespace {
 
-constexpr std::uint32_t kHello = 0x6c6c6548;  // "Hell"
+namespace hs = handshake;
 
-struct Hello {
-  std::uint32_t magic;
-  std::int32_t rank;
-  std::int32_t size;
-  std::int32_t pad;
-};
+// How long an accepted connection may take to complete its handshake (a real peer needs a round
+// trip), and how many unproven connections a listener holds at once (past that, the oldest goes).
+constexpr std::chrono::seconds kHandshakeTimeout{10};
+constexpr std::size_t kMaxUnproven = 64;
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -52,6 +55,17 @@ std::string numeric(const sockaddr_storage& ss) {
   return buf;
 }
 
+// "address:port" of a connected peer ("[address]:port" for IPv6), for the log.
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &sl) != 0) return "an unknown address";
+  const int port = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                                 : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  if (ss.ss_family == AF_INET6) return fmt::format("[{}]:{}", numeric(ss), port);
+  return fmt::format("{}:{}", numeric(ss), port);
+}
+
 // Blocking-with-deadline read/write of whole buffers on a non-blocking socket (setup only).
 bool io_all(int fd, void* buf, std::size_t len, bool write, Clock::time_point deadline) {
   auto* p = static_cast<std::uint8_t*>(buf);
@@ -62,7 +76,10 @@ bool io_all(int fd, void* buf, std::size_t len, bool write, Clock::time_point de
       len -= static_cast<std::size_t>(k);
       continue;
     }
-    if (k == 0) return false;
+    if (k == 0) {
+      errno = ECONNRESET;  // the peer closed the connection
+      return false;
+    }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
     if (Clock::now() >= deadline) {
       errno = ETIMEDOUT;
@@ -168,6 +185,10 @@ void Mesh::listen_on(const std::string& host) {
   set_nonblocking(listen_fd_);
   const std::string me = fmt::format("{} {} {}", numeric(ss), port, host);
   try {
+    if (rank_ == 0) {  // the secret is in the store before any address is
+      secret_ = rdzv::auth::random_nonce();
+      store_->set(prefix_ + "tcp/secret", secret_);
+    }
     store_->set(prefix_ + "tcp/" + std::to_string(rank_), rdzv::as_bytes(me));
   } catch (...) {
     close_all();
@@ -197,6 +218,32 @@ void Mesh::read_addresses() {
     p.port = port;
     p.host = host;
   }
+  if (rank_ != 0) {  // rank 0 stored it before its address
+    secret_ = store_->get(prefix_ + "tcp/secret", timeout_);
+    if (secret_.size() != hs::kSecretBytes)
+      throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("TCP engine: the mesh secret under {}tcp/secret has {} bytes, "
+                                                       "not {}", prefix_, secret_.size(), hs::kSecretBytes));
+  }
+}
+
+// The connecting side of the handshake on a fresh connection to rank r: ok, an I/O failure (the
+// caller retries: the listener may have dropped a slow greeting), or refused (the listener failed
+// its proof: `why`).
+Mesh::Greet Mesh::greet(int fd, int r, Clock::time_point deadline, std::string& why) {
+  hs::Connector c(secret_, rank_, r, size(), rdzv::auth::random_nonce());
+  rdzv::Bytes hello = c.hello();
+  if (!io_all(fd, hello.data(), hello.size(), true, deadline)) return Greet::io;
+  while (c.want() > 0) {
+    rdzv::Bytes msg(c.want());
+    if (!io_all(fd, msg.data(), msg.size(), false, deadline)) return Greet::io;
+    hs::Step s = c.take(msg);
+    if (!s.error.empty()) {
+      why = s.error;
+      return Greet::refused;
+    }
+    if (!s.reply.empty() && !io_all(fd, s.reply.data(), s.reply.size(), true, deadline)) return Greet::io;
+  }
+  return Greet::ok;
 }
 
 void Mesh::connect_lower(Clock::time_point deadline) {
@@ -221,15 +268,19 @@ void Mesh::connect_lower(Clock::time_point deadline) {
       if (rc == 0) {
         tune(fd);
         set_nonblocking(fd);
-        Hello h{kHello, rank_, size(), 0};
-        if (!io_all(fd, &h, sizeof h, true, deadline)) {
-          err = errno;
-          ::close(fd);
-          throw CollError(DTRAIN_ERR_PEER, fmt::format("TCP engine: rank {} could not greet {}: {}", world(rank_),
-                                                       peer_text(r), errno_text(err)));
+        std::string why;
+        const Greet g = greet(fd, r, deadline, why);
+        err = errno;
+        if (g == Greet::ok) {
+          p.fd = fd;
+          break;
         }
-        p.fd = fd;
-        break;
+        ::close(fd);
+        fd = -1;
+        if (g == Greet::refused)
+          throw CollError(DTRAIN_ERR_PEER, fmt::format("TCP engine: rank {} could not greet {}: {}; is another "
+                                                       "program listening on that port?",
+                                                       world(rank_), peer_text(r), why));
       }
       if (fd >= 0) ::close(fd);
       if (Clock::now() >= deadline)
@@ -242,35 +293,114 @@ void Mesh::connect_lower(Clock::time_point deadline) {
   }
 }
 
-void Mesh::accept_higher(Clock::time_point deadline) {
-  int pending = size() - 1 - rank_;
-  while (pending > 0) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    ::poll(&pfd, 1, ms_left(deadline));
+// ---- the accepting side ---------------------------------------------------------------------
+
+// An accepted connection whose handshake is under way.
+struct Mesh::Incoming {
+  int fd = -1;
+  std::string from;  // "address:port"
+  Clock::time_point until;
+  hs::Acceptor hs;
+  rdzv::Bytes buf;
+  std::size_t have = 0;
+};
+
+void Mesh::drop(Incoming& c, const std::string& why) {
+  DTRAIN_WARN(coll, "TCP engine: rank {} dropped a connection from {}: {}", world(rank_), c.from, why);
+  ::close(c.fd);
+  c.fd = -1;
+}
+
+void Mesh::accept_new(std::vector<Incoming>& in) {
+  for (;;) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (Clock::now() >= deadline) {
-        std::string missing;
-        for (int r = rank_ + 1; r < size(); ++r)
-          if (pairs_[static_cast<std::size_t>(r)].fd < 0)
-            missing += fmt::format("{}{}", missing.empty() ? "" : ", ", world(r));
-        throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("TCP engine setup: ranks [{}] did not connect to rank {} "
-                                                        "within {}",
-                                                        missing, world(rank_), seconds_text(timeout_)));
-      }
-      continue;
+    if (fd < 0) return;
+    if (in.size() >= kMaxUnproven) {
+      drop(in.front(), fmt::format("{} connections were waiting for their handshake; this one was the oldest",
+                                   kMaxUnproven));
+      in.erase(in.begin());
     }
     tune(fd);
-    Hello h{};
-    if (!io_all(fd, &h, sizeof h, false, deadline) || h.magic != kHello || h.size != size() || h.rank <= rank_ ||
-        h.rank >= size() || pairs_[static_cast<std::size_t>(h.rank)].fd >= 0) {
-      DTRAIN_WARN(coll, "TCP engine: rank {} dropped a connection with a bad greeting", world(rank_));
-      ::close(fd);
-      continue;
-    }
-    pairs_[static_cast<std::size_t>(h.rank)].fd = fd;
-    --pending;
+    const auto until = Clock::now() + std::min<std::chrono::milliseconds>(kHandshakeTimeout, timeout_);
+    in.push_back(Incoming{fd, peer_address(fd), until, hs::Acceptor(secret_, rank_, size(), rdzv::auth::random_nonce()),
+                          rdzv::Bytes(hs::kHelloBytes), 0});
   }
+}
+
+// Reads what the connection sent and moves its handshake on; true once it is settled (bound to its
+// rank or dropped, fd -1 then).
+bool Mesh::advance(Incoming& c) {
+  for (;;) {
+    ssize_t k = ::recv(c.fd, c.buf.data() + c.have, c.buf.size() - c.have, 0);
+    if (k == 0) {
+      drop(c, fmt::format("it closed the connection during the handshake ({} bytes into a message)", c.have));
+      return true;
+    }
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      drop(c, fmt::format("reading its handshake: {}", errno_text(errno)));
+      return true;
+    }
+    c.have += static_cast<std::size_t>(k);
+    if (c.have < c.buf.size()) continue;
+    hs::Step s = c.hs.take(c.buf);
+    if (!s.error.empty()) {
+      drop(c, s.error);
+      return true;
+    }
+    if (!s.reply.empty() && !io_all(c.fd, s.reply.data(), s.reply.size(), true, c.until)) {
+      drop(c, fmt::format("answering its handshake: {}", errno_text(errno)));
+      return true;
+    }
+    if (s.done) {
+      auto& p = pairs_[static_cast<std::size_t>(c.hs.peer())];
+      if (p.fd >= 0) {
+        drop(c, fmt::format("rank {} is connected already", world(c.hs.peer())));
+        return true;
+      }
+      p.fd = c.fd;
+      c.fd = -1;
+      return true;
+    }
+    c.buf.assign(c.hs.want(), 0);
+    c.have = 0;
+  }
+  if (Clock::now() >= c.until) {
+    const auto limit = std::min<std::chrono::milliseconds>(kHandshakeTimeout, timeout_);
+    drop(c, fmt::format("it did not complete the handshake within {}", seconds_text(limit)));
+    return true;
+  }
+  return false;
+}
+
+void Mesh::accept_higher(Clock::time_point deadline) {
+  std::vector<Incoming> in;
+  auto missing = [&] {
+    std::vector<int> m;
+    for (int r = rank_ + 1; r < size(); ++r)
+      if (pairs_[static_cast<std::size_t>(r)].fd < 0) m.push_back(r);
+    return m;
+  };
+  while (!missing().empty()) {
+    if (Clock::now() >= deadline) {
+      for (auto& c : in) drop(c, "the setup timed out during its handshake");
+      std::string list;
+      for (int r : missing()) list += fmt::format("{}{}", list.empty() ? "" : ", ", world(r));
+      throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("TCP engine setup: ranks [{}] did not connect to rank {} "
+                                                      "within {}",
+                                                      list, world(rank_), seconds_text(timeout_)));
+    }
+    std::vector<pollfd> pfds{{listen_fd_, POLLIN, 0}};
+    for (const auto& c : in) pfds.push_back({c.fd, POLLIN, 0});
+    ::poll(pfds.data(), pfds.size(), ms_left(deadline));
+    std::erase_if(in, [&](Incoming& c) { return advance(c); });
+    if (pfds[0].revents != 0) accept_new(in);
+  }
+  for (auto& c : in) drop(c, "it had not completed the handshake when every rank was connected");
+  // Nobody else may connect: the listener goes.
+  ::close(listen_fd_);
+  listen_fd_ = -1;
 }
 
 }  // namespace dtrain::coll::tcp
