@@ -7,7 +7,7 @@
 #
 #   bench/run-all.sh [--quick] [--rounds N] [--build DIR] [--results FILE] [--plot FILE] [--no-gloo]
 #
-# Default: 5 rounds (a few minutes), a new dated section appended to bench/RESULTS.md and the plot
+# Default: 3 rounds (a few minutes on a quiet machine), a new dated section appended to bench/RESULTS.md and the plot
 # bench/allreduce-busbw.png. --quick: 1 round of 3 sizes (under 2 minutes, to check the script);
 # it prints to stdout and writes files only where --results/--plot are given.
 # Needs: a release build (dtrain, coll_bench, bench_forkexec), mpicc/mpirun (openmpi-bin,

@@ -341,8 +341,9 @@ def main():
     ap.add_argument("--no-gloo", dest="gloo", action="store_false")
     ap.add_argument("--python", default=sys.executable)
     a = ap.parse_args()
-    a.rounds = a.rounds or (1 if a.quick else 5)
-    a.launch_reps = 3 if a.quick else 10
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the scratch folder is removed on the way out
+    a.rounds = a.rounds or (1 if a.quick else 3)
+    a.launch_reps = 3 if a.quick else 5
     a.sizes = QUICK_SIZES if a.quick else FULL_SIZES
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     started = datetime.now(timezone.utc)
