@@ -24,7 +24,7 @@ struct World {
   std::chrono::milliseconds timeout{60000};
   std::string run_id = "test";
   std::size_t slot_bytes = 1 << 20;
-  std::size_t single_copy_bytes = 1 << 20;  // shm allreduces from this size on: single copy (0: never)
+  std::size_t single_copy_bytes = 4 << 20;  // shm allreduces from this size on: single copy (0: never)
 };
 
 inline CommConfig config_for(const World& w, int r) {
