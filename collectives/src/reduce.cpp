@@ -81,14 +81,12 @@ namespace avx2 {
 #pragma GCC pop_options
 #endif
 
-bool use_avx2() {
 #if DTRAIN_REDUCE_AVX2
+bool use_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
-#else
-  return false;
-#endif
 }
+#endif
 
 }  // namespace
 
