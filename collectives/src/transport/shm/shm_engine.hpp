@@ -8,7 +8,8 @@
 // point-to-point ring per ordered pair of local ranks (Options::p2p_bytes per receiver, split over
 // its peers: between 16 KiB and 1 MiB each, plus 4 KiB for frame headers and padding).
 // Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
-// shm_collectives.cpp (the algorithms), shm_p2p.cpp (point-to-point through the rings).
+// shm_collectives.cpp (the algorithms), shm_single_copy.cpp (large allreduces through cross-memory
+// attach), shm_p2p.cpp (point-to-point through the rings).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
