@@ -360,7 +360,9 @@ def main():
         with open(a.results, "a") as f:
             f.write("\n" + text)
     if a.plot:
-        plot(r, sizes, a.plot, f"allreduce float32 sum, 2 ranks, {os.cpu_count()} CPUs, {started:%Y-%m-%d %H:%MZ}")
+        loads = [float(x.split()[0]) for x in r.loads]
+        plot(r, sizes, a.plot, f"allreduce float32 sum, 2 ranks, {os.cpu_count()} CPUs, {started:%Y-%m-%d %H:%MZ}, "
+             f"load {min(loads):.1f}-{max(loads):.1f}")
     return 1 if r.failures else 0
 
 
