@@ -132,7 +132,9 @@ TEST_SUITE("collectives::launch") {
     const auto took = std::chrono::steady_clock::now() - t0;
     const std::string all = r.out + r.err;
     INFO(all);
-    CHECK(r.status == 137);
+    // The job's status is rank 1's SIGKILL, or rank 0's peer failure (10 + 4) when the agent reaps
+    // rank 0 first: it notices the death within the copy, about as soon as the agent does.
+    CHECK((r.status == 137 || r.status == 14));
     CHECK(all.find("rank 0: allreduce") != std::string::npos);
     CHECK(all.find("peer failure (4)") != std::string::npos);
     CHECK(all.find("rank 1 (pid") != std::string::npos);
