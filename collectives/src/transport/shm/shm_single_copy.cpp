@@ -31,7 +31,15 @@ namespace dtrain::coll::shm {
 
 namespace {
 
-constexpr std::size_t kChunkBytes = 128u << 10;  // per peer and step: the chunks stay in L2
+// Bytes read from each peer per step: 128 KiB, less with many peers (at most kScratchBytes in all),
+// so the chunks of one step stay in the core's cache.
+constexpr std::size_t kChunkBytes = 128u << 10;
+constexpr std::size_t kScratchBytes = 1u << 20;
+
+std::size_t chunk_bytes(int peers) {
+  const std::size_t share = kScratchBytes / static_cast<std::size_t>(std::max(peers, 1)) / 4096 * 4096;
+  return std::clamp<std::size_t>(share, 4096, kChunkBytes);
+}
 
 std::string ptrace_scope() {
   std::ifstream f("/proc/sys/kernel/yama/ptrace_scope");
@@ -107,10 +115,10 @@ bool Engine::allreduce_single_copy(const OpDesc& d, const std::uint8_t* send, st
   const auto n = static_cast<std::size_t>(n_), me = static_cast<std::size_t>(me_);
   const std::size_t piece = round_up((d.count + n - 1) / n, align);
   const std::size_t start = std::min(d.count, me * piece), end_el = std::min(d.count, start + piece);
-  const std::size_t chunk = kChunkBytes / esz;
+  const std::size_t cbytes = chunk_bytes(n_ - 1), chunk = cbytes / esz;
   const int div = d.op == DTRAIN_AVG ? n_ : 1;
   thread_local std::vector<std::uint8_t> scratch;
-  scratch.resize((n - 1) * kChunkBytes + 64);
+  scratch.resize((n - 1) * cbytes + 64);
   auto* tmp = reinterpret_cast<std::uint8_t*>(round_up(reinterpret_cast<std::uintptr_t>(scratch.data()), 64));
   std::vector<const void*> srcs(n);
   for (std::size_t off = start; off < end_el; off += chunk) {
@@ -120,7 +128,7 @@ bool Engine::allreduce_single_copy(const OpDesc& d, const std::uint8_t* send, st
         srcs[static_cast<std::size_t>(j)] = send + off * esz;
         continue;
       }
-      std::uint8_t* dst = tmp + static_cast<std::size_t>(k++) * kChunkBytes;
+      std::uint8_t* dst = tmp + static_cast<std::size_t>(k++) * cbytes;
       if (!cma(false, ctl_[j].pid.load(), dst, ctl_[j].cma_send.load(std::memory_order_relaxed) + off * esz, bytes))
         single_copy_fail(d, j, false, errno);
       srcs[static_cast<std::size_t>(j)] = dst;
