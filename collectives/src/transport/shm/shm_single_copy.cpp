@@ -67,17 +67,22 @@ bool cma(bool write, pid_t pid, void* local, std::uintptr_t remote, std::size_t 
 
 }  // namespace
 
-// Whether every local rank can reach every peer's memory: decided on the first call (one read of
-// each peer's send buffer, the verdicts compared after a sync) and kept in the ranks' control words.
+// Whether every local rank can reach every peer's memory: decided on the first call (each peer's
+// pid word read where that peer sees it, which also proves the pid names the peer and not another
+// process, e.g. in another pid namespace; the verdicts compared after a sync) and kept in the ranks'
+// control words.
 bool Engine::single_copy_ready(const OpDesc& d) {
   auto& mine = ctl_[me_];
   if (mine.cma.load(std::memory_order_relaxed) == 0) {
     int failed_errno = 0;
     for (int j = 0; j < n_ && failed_errno == 0; ++j) {
       if (j == me_) continue;
-      std::uint8_t probe[8];
-      if (!cma(false, ctl_[j].pid.load(), probe, ctl_[j].cma_send.load(std::memory_order_relaxed), 1))
+      std::int32_t seen = 0;
+      const std::int32_t pid = ctl_[j].pid.load();
+      if (!cma(false, pid, &seen, ctl_[j].cma_self.load(std::memory_order_relaxed), sizeof seen))
         failed_errno = errno;
+      else if (seen != pid)
+        failed_errno = ESRCH;  // that pid is another process
     }
     if (failed_errno != 0)
       DTRAIN_INFO(coll, "rank {}: shared-memory allreduce without cross-memory attach (process_vm_readv of a "
@@ -108,6 +113,7 @@ bool Engine::allreduce_single_copy(const OpDesc& d, const std::uint8_t* send, st
   auto& mine = ctl_[me_];
   mine.cma_send.store(reinterpret_cast<std::uintptr_t>(send), std::memory_order_relaxed);
   mine.cma_recv.store(reinterpret_cast<std::uintptr_t>(recv), std::memory_order_relaxed);
+  mine.cma_self.store(reinterpret_cast<std::uintptr_t>(&mine.pid), std::memory_order_relaxed);
   sync(d);  // addresses published, fingerprints checked
   if (!single_copy_ready(d)) return false;
 
