@@ -11,7 +11,8 @@ packages=(
   groff-base                   # man page rendering check
   python3 python3-numpy        # the dtrain Python package's tests, examples/python_sgd.py, bench/python
   clang libclang-rt-dev        # libFuzzer targets (fuzz/, the fuzz preset)
-  python3-torch                # the torchrun-style launch of a real PyTorch DDP script (tests/examples)
+  python3-torch                # the torchrun-style launch of a real PyTorch DDP script (tests/examples), gloo peer of bench/run-all.sh
+  python3-matplotlib           # bench/run-all.sh: the busbw-vs-size plot (bench/allreduce-busbw.png)
 )
 
 missing=()

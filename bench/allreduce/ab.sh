@@ -5,6 +5,8 @@
 # drift, which separate runs on a shared machine do not.
 #   usage: bench/allreduce/ab.sh BUILD_DIR LIBDIR_A LIBDIR_B [ROUNDS] [SIZES]
 #   (LIBDIR_*: folders holding a libdtrain_collectives.so.0, e.g. a copy of an older build's lib/)
+#   AB_ENV_A / AB_ENV_B: extra VAR=value words for side A / B, e.g. one library with and without a
+#   setting: AB_ENV_A="DTRAIN_SHM_SINGLE_COPY_BYTES=0" bench/allreduce/ab.sh B L L 6 1M,64M
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n 2,7p "$0" >&2; exit 2; }
 build=$(cd "$1" && pwd)
@@ -21,10 +23,12 @@ trap '[ -n "${DTRAIN_AB_KEEP:-}" ] || rm -rf "$tmp"' EXIT
 printf '{ "version": 1, "name": "allreduce-ab", "command": ["%s", "--op", "allreduce", "--sizes", "%s"],
   "cluster": { "procs_per_instance": 2 } }\n' "$build/bench/allreduce/coll_bench" "$sizes" >"$tmp/job.json"
 run() {  # libdir label -> "label bytes time_us wrong" lines
-  LD_LIBRARY_PATH=$1 "$build/dtrain" launch --no-tag "$tmp/job.json" 2>"$tmp/err" |
+  local extra=AB_ENV_$2
+  # shellcheck disable=SC2086  # word splitting of the VAR=value list is intended
+  env ${!extra:-} LD_LIBRARY_PATH=$1 "$build/dtrain" launch --no-tag "$tmp/job.json" 2>"$tmp/err" |
     awk -v l="$2" '$1 == "allreduce" { print l, $2, $7, $10 }' || { cat "$tmp/err" >&2; exit 1; }
 }
-echo "# A/B allreduce float32 sum, 2 ranks, $rounds alternating rounds, $(date -u +%Y-%m-%dT%H:%MZ), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# A/B allreduce float32 sum, 2 ranks, $rounds alternating rounds${AB_ENV_A:+, A: $AB_ENV_A}${AB_ENV_B:+, B: $AB_ENV_B}, $(date -u +%Y-%m-%dT%H:%MZ), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((i = 0; i < rounds; ++i)); do
   run "$liba" A >>"$tmp/all"
   run "$libb" B >>"$tmp/all"

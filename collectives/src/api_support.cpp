@@ -7,6 +7,7 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/params.hpp"
+#include "transport/nccl/driver_probe.hpp"
 
 namespace dtrain::coll {
 
@@ -39,7 +40,10 @@ Communicator& cpu_of(dtrain_comm_t comm) {
   return *comm->cpu;
 }
 
-bool on_device(const void* a, const void* b) { return nccl::is_device_pointer(a) || nccl::is_device_pointer(b); }
+// One look for the CUDA driver per call (not one per buffer): without it no buffer is on a device.
+bool on_device(const void* a, const void* b) {
+  return nccl::cuda_driver_loaded() && (nccl::is_device_pointer(a) || nccl::is_device_pointer(b));
+}
 
 void remember_nccl_failure(dtrain_comm_t comm, dtrain_status_t status, std::string message) {
   if (comm->nccl_failed) return;

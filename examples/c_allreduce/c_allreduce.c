@@ -1,13 +1,14 @@
 /* A training-worker-shaped C program for dtrain's collectives: run it under `dtrain launch`.
  *
- *   c_allreduce [--count N] [--iters N] [--die-rank R --die-at I] [--stall-rank R --stall-at I]
- *               [--ignore-sigterm]
+ *   c_allreduce [--count N] [--iters N] [--die-rank R --die-at I [--die-after-us U]]
+ *               [--stall-rank R --stall-at I] [--ignore-sigterm]
  *
  * Each iteration allreduces (sum, float32 and int64), broadcasts from the last rank, allgathers and
  * reduce-scatters, and checks every result exactly. Prints "rank R/N ok" at the end and exits 0;
  * on a failed call prints the status and dtrain_last_error() and exits 10 + status.
  * --die-rank/--die-at make rank R kill itself with SIGKILL in the middle of iteration I (a test of
- * failure detection); --stall-rank/--stall-at make rank R stop calling collectives at iteration I
+ * failure detection); with --die-after-us it does so U microseconds into iteration I's float32
+ * allreduce instead (a peer dying while the others copy from and into its buffers); --stall-rank/--stall-at make rank R stop calling collectives at iteration I
  * (it sleeps until it is killed: a hang for the launcher to diagnose); --ignore-sigterm keeps the
  * survivors alive long enough to report. */
 #include <dtrain/collectives.h>
@@ -17,7 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+static void die_now(int sig) {
+  (void)sig;
+  raise(SIGKILL);
+}
 
 static int check(dtrain_status_t st, const char* what, int rank) {
   if (st == DTRAIN_SUCCESS) return 0;
@@ -39,17 +46,19 @@ static int check(dtrain_status_t st, const char* what, int rank) {
 int main(int argc, char** argv) {
   size_t count = 100000;
   int iters = 3, die_rank = -1, die_at = -1, stall_rank = -1, stall_at = -1;
+  long die_after_us = -1;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--count") && i + 1 < argc) count = (size_t)strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--die-rank") && i + 1 < argc) die_rank = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--die-at") && i + 1 < argc) die_at = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--die-after-us") && i + 1 < argc) die_after_us = atol(argv[++i]);
     else if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) stall_rank = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--stall-at") && i + 1 < argc) stall_at = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--ignore-sigterm")) signal(SIGTERM, SIG_IGN);
     else {
-      fprintf(stderr, "usage: %s [--count N] [--iters N] [--die-rank R --die-at I] [--stall-rank R --stall-at I] "
-                      "[--ignore-sigterm]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--count N] [--iters N] [--die-rank R --die-at I [--die-after-us U]] "
+                      "[--stall-rank R --stall-at I] [--ignore-sigterm]\n", argv[0]);
       return 2;
     }
   }
@@ -74,7 +83,12 @@ int main(int argc, char** argv) {
       f[i] = (float)((int)(i % 13) + rank);
       l[i] = (int64_t)i * (rank + 1);
     }
-    if (rank == die_rank && it == die_at) raise(SIGKILL);
+    if (rank == die_rank && it == die_at) {
+      if (die_after_us < 0) raise(SIGKILL);
+      struct itimerval t = {{0, 0}, {die_after_us / 1000000, die_after_us % 1000000 + (die_after_us == 0)}};
+      signal(SIGALRM, die_now);
+      setitimer(ITIMER_REAL, &t, NULL);
+    }
     if (rank == stall_rank && it == stall_at)
       for (;;) pause();
     CALL(dtrain_allreduce(comm, f, f, count, DTRAIN_FLOAT32, DTRAIN_SUM, NULL), "allreduce float32");

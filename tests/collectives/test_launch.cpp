@@ -161,6 +161,27 @@ TEST_SUITE("collectives::launch") {
     }
   }
 
+  TEST_CASE("a rank killed during a large shared-memory allreduce (single-copy path): the other fails, not hangs") {
+    // 32 MiB per call: rank 1 dies 2 ms into the call, while rank 0 reads from and writes into its
+    // buffers (or waits for it at the call's end); either way rank 0 reports a peer failure.
+    TempDir dir;
+    auto spec = dir.write("job.json", job(run_id("kill-copy"), 2,
+                                          {"--count", "8388608", "--iters", "3", "--die-rank", "1", "--die-at", "1",
+                                           "--die-after-us", "2000", "--ignore-sigterm"}));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = dtrain::test::run({DTRAIN_BIN, "launch", "--grace", "20", spec}, env_for("auto", "15"), 120);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    const std::string all = r.out + r.err;
+    INFO(all);
+    // The job's status is rank 1's SIGKILL, or rank 0's peer failure (10 + 4) when the agent reaps
+    // rank 0 first: it notices the death within the copy, about as soon as the agent does.
+    CHECK((r.status == 137 || r.status == 14));
+    CHECK(all.find("rank 0: allreduce") != std::string::npos);
+    CHECK(all.find("peer failure (4)") != std::string::npos);
+    CHECK(all.find("rank 1 (pid") != std::string::npos);
+    CHECK(took < std::chrono::seconds(19));
+  }
+
   TEST_CASE("no /dev/shm residue after the whole job is SIGKILLed") {
     TempDir dir;
     const std::string id = run_id("residue");

@@ -8,7 +8,8 @@
 // point-to-point ring per ordered pair of local ranks (Options::p2p_bytes per receiver, split over
 // its peers: between 16 KiB and 1 MiB each, plus 4 KiB for frame headers and padding).
 // Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
-// shm_collectives.cpp (the algorithms), shm_p2p.cpp (point-to-point through the rings).
+// shm_collectives.cpp (the algorithms), shm_single_copy.cpp (large allreduces through cross-memory
+// attach), shm_p2p.cpp (point-to-point through the rings).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,7 @@ struct Options {
   std::size_t slot_bytes = 2 << 20;
   std::size_t p2p_bytes = 2 << 20;  // one rank's receive rings together
   int spin_us = 50;
+  std::size_t single_copy_bytes = 4 << 20;  // allreduces from this size on: single copy (0: never)
 };
 
 class Engine final : public Transport {
@@ -99,6 +101,10 @@ class Engine final : public Transport {
   // algorithms (shm_collectives.cpp)
   void allreduce_small(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
   void allreduce_pipelined(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
+  // single-copy allreduce (shm_single_copy.cpp)
+  bool allreduce_single_copy(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
+  bool single_copy_ready(const OpDesc& d);
+  [[noreturn]] void single_copy_fail(const OpDesc& d, int peer, bool write, int err);
   // point-to-point (shm_p2p.cpp)
   Ring* ring(int from, int to) const;
   std::uint8_t* ring_data(const Ring* r) const { return reinterpret_cast<std::uint8_t*>(const_cast<Ring*>(r)) + 128; }
@@ -124,6 +130,7 @@ class Engine final : public Transport {
   std::vector<int> granks_;
   std::chrono::milliseconds timeout_;
   int spin_us_ = 50;
+  std::size_t single_copy_bytes_ = 0;
   std::string name_;
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
