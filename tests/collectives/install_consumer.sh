@@ -28,7 +28,9 @@ for f in dtrain_comm_split dtrain_comm_init_group_from_env dtrain_send dtrain_re
   grep -q " $f@@DTRAIN_0.2\$" <<<"$syms" || { echo "FAIL: $f is not exported as $f@@DTRAIN_0.2"; echo "$syms"; exit 1; }
 done
 [ "$(grep -c ' T dtrain_' <<<"$syms")" -eq 19 ] || { echo "FAIL: want 19 exported functions"; echo "$syms"; exit 1; }
-objdump -T "$lib" | grep -q 'DTRAIN_0.2' || { echo "FAIL: no DTRAIN_0.2 version node"; exit 1; }
+# (objdump's table read whole first: `objdump | grep -q` under pipefail fails when grep exits early)
+dynsyms=$(objdump -T "$lib")
+grep -q 'DTRAIN_0.2' <<<"$dynsyms" || { echo "FAIL: no DTRAIN_0.2 version node"; exit 1; }
 [ -f "$prefix/include/dtrain/collectives.h" ] && [ -f "$prefix/include/dtrain/collectives.hpp" ] ||
   { echo "FAIL: headers not installed"; exit 1; }
 
