@@ -255,6 +255,20 @@ TEST_CASE("a duplicate node rank is refused with a named error (2); the right no
   Job j(2, 1, "exit 0");
   Node n0 = j.node(0);
   REQUIRE(listening(j.port));  // node 0 serves; the duplicate must find the address taken
+  // Node 0 joins its own rendezvous a moment after it listens; a duplicate that came in between would
+  // take rank 0 first and the real node 0 would be the one refused. Start it once node 0 is in.
+  dtrain::rdzv::ClientOptions c;
+  c.host = "127.0.0.1";
+  c.port = j.port;
+  c.token = j.token;
+  c.client_name = "test";
+  REQUIRE(agent_test::wait_until(
+      [&] {
+        for (const auto& run : dtrain::rdzv::list_runs(c))
+          if (dtrain::rdzv::query_status(c, run).joined == 1) return true;
+        return false;
+      },
+      30));
   Node dup = start(j.t, "dup", j.args(0));
   CHECK_MESSAGE(finish(dup, 60) == 2, err_of(dup));
   CHECK_MESSAGE(err_of(dup).find("node rank 0") != std::string::npos, err_of(dup));
