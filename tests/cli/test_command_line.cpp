@@ -8,9 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_binary.hpp"
+#include "plan_run.hpp"
 
 using dtrain::test::base_env;
+using dtrain::test::has;
 using dtrain::test::Result;
 using dtrain::test::run;
 using dtrain::test::TempDir;
@@ -18,16 +19,9 @@ using nlohmann::json;
 
 namespace {
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
-
 // `dtrain plan --json ARGS...` that must succeed.
 json plan_json(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = base_env()) {
-  std::vector<std::string> argv{DTRAIN_BIN, "plan", "--json"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Result r = run(argv, env);
-  INFO("dtrain plan --json ...: " << r.err);
-  REQUIRE(r.status == 0);
-  return json::parse(r.out);
+  return dtrain::test::ok(dtrain::test::plan(args, env));
 }
 
 std::vector<std::string> command_of(const json& plan) { return plan["command"].get<std::vector<std::string>>(); }

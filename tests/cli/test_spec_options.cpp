@@ -8,29 +8,18 @@
 #include <nlohmann/json.hpp>
 
 #include "dtrain/common/net.hpp"
-#include "run_binary.hpp"
+#include "plan_run.hpp"
 
 using dtrain::test::base_env;
+using dtrain::test::has;
+using dtrain::test::ok;
+using dtrain::test::plan;
 using dtrain::test::Result;
 using dtrain::test::run;
 using dtrain::test::TempDir;
 using nlohmann::json;
 
 namespace {
-
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
-
-Result plan(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = base_env()) {
-  std::vector<std::string> argv{DTRAIN_BIN, "plan", "--json"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run(argv, env);
-}
-
-json ok(const Result& r) {
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  return json::parse(r.out);
-}
 
 // The first line of stderr that starts with "dtrain: " (the message of a refusal).
 std::string message(const std::string& err) {
