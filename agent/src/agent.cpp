@@ -60,6 +60,7 @@ JobPolicy policy_of(const AgentOptions& o) {
   p.grace_s = o.grace_s;
   p.max_runtime_s = o.max_runtime_s;
   p.master_port = o.master_port;
+  p.first_generation = o.first_generation;
   return p;
 }
 
@@ -118,6 +119,8 @@ struct Agent::Impl final : WorkerGroup::Listener {
 
   int run();
   void prepare();
+  std::vector<int> local_ranks() const;
+  void adopt_plan(const config::Plan& plan);
   bool command_runs();
   void start_store();
   void open_loop();
@@ -182,9 +185,7 @@ void Agent::Impl::prepare() {
   base_env = current_environment();
   helper = find_helper(opt.self_exe, opt.shim);
   const auto& plan = opt.plan;
-  std::vector<int> local;
-  for (const auto& r : plan.ranks)
-    if (r.node_rank == plan.identity.node_rank) local.push_back(r.rank);
+  std::vector<int> local = local_ranks();
   local_total = static_cast<int>(local.size());
   result.ranks = plan.world_size;
   result.local_ranks = local_total;
@@ -208,6 +209,24 @@ void Agent::Impl::prepare() {
   run_folder.write_plan(opt.plan_json);
   board.open(run_folder.path() / "progress", local);
   add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, opt.hang_timeout_s});
+}
+
+std::vector<int> Agent::Impl::local_ranks() const {
+  std::vector<int> local;
+  for (const auto& r : opt.plan.ranks)
+    if (r.node_rank == opt.plan.identity.node_rank) local.push_back(r.rank);
+  return local;
+}
+
+// An elastic job's new generation: its node rank, world size, ranks and batch plan (the workers'
+// env and DTRAIN_PLAN file), before its go spawns the workers.
+void Agent::Impl::adopt_plan(const config::Plan& plan) {
+  opt.plan = plan;
+  opt.plan_json = config::plan_to_json(plan);
+  run_folder.write_plan(opt.plan_json);
+  ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
+  result.ranks = plan.world_size;
+  board.open(run_folder.path() / "progress", local_ranks());
 }
 
 // A bad command is reported once, before anything is spawned.
@@ -264,7 +283,11 @@ void Agent::Impl::open_loop() {
         std::lock_guard lk(self->events_mu);
         evs.swap(self->events);
       }
-      for (const auto& e : evs) guarded(*self, [&] { self->apply(job::Remote{e}); });
+      for (const auto& e : evs)
+        guarded(*self, [&] {
+          if (e.kind == Event::Kind::go && e.plan) self->adopt_plan(*e.plan);
+          self->apply(job::Remote{e});
+        });
     });
   }, this);
   if (rc < 0) throw IoError(fmt::format("uv_async_init: {}", uv_strerror(rc)));

@@ -9,10 +9,12 @@
 namespace dtrain::agent {
 
 ControlThread::ControlThread(std::unique_ptr<rdzv::NodeSession> session, const NodeConfig& cfg,
-                             const rdzv::JoinResult& first, int progress_mode, int stderr_fd)
+                             const rdzv::JoinResult& first, config::Plan base, int progress_mode, int stderr_fd)
     : session_(std::move(session)),
-      machine_(bridge::BridgeConfig{first.self.node_rank, cfg.slots, cfg.endpoint, cfg.barrier_limit}),
-      first_(first.self),
+      machine_(bridge::BridgeConfig{first.self.node_rank, cfg.slots, cfg.endpoint, cfg.barrier_limit,
+                                    cfg.min_instances > 0}),
+      first_(first),
+      base_(std::move(base)),
       endpoint_(cfg.endpoint),
       line_(progress_mode, stderr_fd),
       stderr_fd_(stderr_fd) {}
@@ -37,7 +39,7 @@ AgentHooks ControlThread::hooks() {
 
 void ControlThread::start(Agent* agent) {
   agent_ = agent;
-  push(bridge::Joined{0, first_.master_port});
+  push(bridge::Joined{first_.generation, first_.self.master_port, first_.self.node_rank, nullptr});
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -124,8 +126,12 @@ std::optional<bridge::Input> ControlThread::start_monitoring(int generation) {
 std::optional<bridge::Input> ControlThread::rejoin(int generation) {
   try {
     rdzv::JoinResult r = join_with_line(*session_, generation, line_, endpoint_);
-    check_same_ranks(first_, r);
-    return bridge::Joined{generation, r.self.master_port};
+    if (!base_.elastic()) {
+      check_same_ranks(first_.self, r);
+      return bridge::Joined{generation, r.self.master_port, r.self.node_rank, nullptr};
+    }
+    auto plan = std::make_shared<const config::Plan>(plan_for(base_, r));
+    return bridge::Joined{generation, r.self.master_port, r.self.node_rank, std::move(plan)};
   } catch (const std::exception& e) {
     return bridge::join_failure(generation, e);
   }

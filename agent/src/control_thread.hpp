@@ -6,7 +6,7 @@
 // enqueue. Everything that waits on the rendezvous (reports, re-joins, the exit barrier) runs here;
 // a re-join that the agent's end makes moot is broken with NodeSession::cancel_join().
 //
-//   ControlThread ct(std::move(session), cfg, first_join, progress_mode, stderr_fd);
+//   ControlThread ct(std::move(session), cfg, first_join, base_plan, progress_mode, stderr_fd);
 //   Agent agent(options, ct.hooks());
 //   ct.start(&agent);
 //   ct.agent_done(agent.run(), agent.result().reason);
@@ -30,9 +30,10 @@ namespace dtrain::agent {
 
 class ControlThread {
  public:
-  // `session` has joined generation 0 as `first`.
+  // `session` has joined its first generation as `first`; `base` is the plan before that join (an
+  // elastic job's generations are planned from it).
   ControlThread(std::unique_ptr<rdzv::NodeSession> session, const NodeConfig& cfg, const rdzv::JoinResult& first,
-                int progress_mode, int stderr_fd);
+                config::Plan base, int progress_mode, int stderr_fd);
   ~ControlThread();  // a thread still running is told the agent ended (status 125) and joined
   ControlThread(const ControlThread&) = delete;
   ControlThread& operator=(const ControlThread&) = delete;
@@ -69,7 +70,8 @@ class ControlThread {
   // the control thread's own (after start()):
   std::unique_ptr<rdzv::NodeSession> session_;
   bridge::SessionBridge machine_;
-  rdzv::JoinReply first_;
+  rdzv::JoinResult first_;
+  config::Plan base_;
   std::string endpoint_;
   JoinLine line_;
   int stderr_fd_;

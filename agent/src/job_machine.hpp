@@ -32,6 +32,7 @@ struct JobPolicy {
   double grace_s = 10;                  // SIGTERM -> SIGKILL (named in messages)
   std::optional<double> max_runtime_s{};  // named in the timeout message
   std::optional<int> master_port{};       // MASTER_PORT of every generation; unset: a free one each
+  int first_generation = 0;
 };
 
 // What happened (inputs). `live` is the number of local workers still running.
@@ -76,7 +77,8 @@ using Action = std::variant<Enter, Spawn, Kill, Say, LocalFailure, SelfStopped, 
 
 class JobMachine {
  public:
-  explicit JobMachine(JobPolicy policy) : policy_(std::move(policy)), master_port_(policy_.master_port) {}
+  explicit JobMachine(JobPolicy policy)
+      : policy_(std::move(policy)), generation_(policy_.first_generation), master_port_(policy_.master_port) {}
 
   std::vector<job::Action> on(const job::Input& input);
 

@@ -34,12 +34,13 @@ int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
   auto session = std::make_unique<rdzv::NodeSession>(session_options(cfg, 0));
   JoinLine line(options.progress, options.output.stderr_fd);
   rdzv::JoinResult first = join_with_line(*session, std::nullopt, line, cfg.endpoint);
+  const config::Plan base = options.plan;  // an elastic job's later generations are planned from it
   apply_rank_table(options, first, cfg);
   DTRAIN_INFO(agent, "node {} of {}: ranks {}-{} of {}, master {}:{}", first.self.node_rank, first.self.nnodes,
               first.self.rank_offset, first.self.rank_offset + first.self.slots - 1, first.self.world_size,
               first.self.master_addr, first.self.master_port);
 
-  ControlThread control(std::move(session), cfg, first, options.progress, options.output.stderr_fd);
+  ControlThread control(std::move(session), cfg, first, base, options.progress, options.output.stderr_fd);
   std::optional<Agent> agent;  // outlives control.wait(): the control thread posts to it
   try {
     agent.emplace(std::move(options), control.hooks());

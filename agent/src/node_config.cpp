@@ -53,6 +53,8 @@ NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runti
   c.insecure = insecure;
   c.slots = plan.procs_per_instance;
   c.instances = plan.instances;
+  c.min_instances = plan.elastic() ? plan.min_instances : 0;
+  c.last_call = seconds_ms(rs.last_call_s);
   c.join_timeout = seconds_ms(rs.join_timeout_s);
   c.heartbeat = seconds_ms(rs.heartbeat_s);
   c.heartbeat_timeout = seconds_ms(rs.heartbeat_timeout_s.value_or(3 * rs.heartbeat_s));
@@ -94,6 +96,8 @@ rdzv::NodeSessionOptions session_options(const NodeConfig& c, int generation) {
   so.node_rank = c.node_rank;
   so.slots = c.slots;
   so.instances = c.instances;
+  so.min_instances = c.min_instances;
+  so.last_call = c.last_call;
   so.spec_hash = c.spec_hash;
   so.master_port = c.master_port;
   so.advertise_addr = c.advertise_addr;
@@ -103,8 +107,8 @@ rdzv::NodeSessionOptions session_options(const NodeConfig& c, int generation) {
   return so;
 }
 
-void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConfig& c) {
-  auto& p = o.plan;
+config::Plan plan_for(const config::Plan& base, const rdzv::JoinResult& r) {
+  config::Plan p = base.elastic() ? config::replan(base, r.self.nnodes) : base;
   p.identity.node_rank = r.self.node_rank;
   p.identity.instances = r.self.nnodes;
   p.identity.master_addr = r.self.master_addr;
@@ -114,7 +118,13 @@ void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConf
   for (const auto& n : r.table)
     for (int l = 0; l < n.slots; ++l) p.ranks.push_back({n.rank_offset + l, n.node_rank, l});
   std::sort(p.ranks.begin(), p.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  o.plan_json = config::plan_to_json(p);
+  return p;
+}
+
+void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConfig& c) {
+  o.plan = plan_for(o.plan, r);
+  o.plan_json = config::plan_to_json(o.plan);
+  o.first_generation = r.generation;
   o.embed_store = false;
   o.store_addr = c.endpoint;
   o.store_token = c.token;

@@ -25,7 +25,9 @@ struct NodeConfig {
   bool insecure = false;
   int node_rank = -1;     // -1: not known before the join (the rendezvous assigns one)
   int slots = 1;          // local workers
-  int instances = 1;
+  int instances = 1;           // elastic: the most
+  int min_instances = 0;       // elastic: the fewest; 0: a fixed node count
+  std::chrono::milliseconds last_call{30000};
   int master_port = 0;         // MASTER_PORT of every generation (--master-port, MASTER_PORT); 0: a free one
   std::string advertise_addr;  // node 0's MASTER_ADDR when given (--master-addr); "": its address
   std::chrono::milliseconds join_timeout{600000};
@@ -47,8 +49,13 @@ std::string spec_digest(const config::Plan& plan);
 // The session of `generation` (its node rank: the one known before the join, or -1).
 rdzv::NodeSessionOptions session_options(const NodeConfig& c, int generation);
 
-// The first join's rank table becomes this node's plan and store settings: node rank, instances,
-// world size, every rank, MASTER_ADDR/PORT, the rendezvous as the workers' store, and a start that
+// This node's plan for the generation a join's rank table describes: node rank, instances, world
+// size, every rank, MASTER_ADDR; an elastic job's layout and batch plan recomputed for its size
+// (config::replan). `base` is the plan before any join.
+config::Plan plan_for(const config::Plan& base, const rdzv::JoinResult& r);
+
+// The first join's rank table becomes this node's plan (plan_for) and store settings:
+// MASTER_PORT, the rendezvous as the workers' store, the generation to start at, and a start that
 // waits for the go of each generation.
 void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConfig& c);
 

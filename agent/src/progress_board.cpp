@@ -46,6 +46,8 @@ void ProgressBoard::open(const fs::path& dir, const std::vector<int>& ranks) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw IoError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  for (auto& [rank, page] : pages_) ::munmap(page, pg::kPageBytes);  // the ranks of an earlier generation
+  pages_.clear();
   dir_ = dir;
   for (int r : ranks) {
     fs::path p = dir / fmt::format("rank-{}", r);

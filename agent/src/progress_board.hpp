@@ -18,7 +18,7 @@ class ProgressBoard {
   ProgressBoard(const ProgressBoard&) = delete;
   ProgressBoard& operator=(const ProgressBoard&) = delete;
 
-  // Creates <dir> and a page for each rank. Throws IoError.
+  // Creates <dir> and a page for each rank (the pages of an earlier open() are unmapped). Throws IoError.
   void open(const std::filesystem::path& dir, const std::vector<int>& ranks);
   // Zeroes a rank's page before its worker starts (a new generation). "" when the board is closed.
   std::string reset(int rank);

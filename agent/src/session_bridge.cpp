@@ -40,7 +40,7 @@ std::string stop_message(const SelfStop& s) {
   return "stopped: " + s.reason;
 }
 
-std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& endpoint) {
+std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& endpoint, bool elastic) {
   Event ev;
   ev.node_rank = e.node;
   if (e.kind == "stopped") {  // that node stopped on its own: every node ends as it does
@@ -55,6 +55,18 @@ std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& en
     ev.kind = e.rank < 0 ? Event::Kind::abort : Event::Kind::peer_failed;
     ev.exit_code = e.signal != 0 ? exit_code::signal_base + e.signal : e.exit_code;
     ev.reason = "root cause: " + rdzv::describe_event(e);
+    return ev;
+  }
+  if (e.kind == "joined") {  // elastic: a node waits for the next generation
+    ev.kind = Event::Kind::membership;
+    ev.generation = int(e.generation) + 1;
+    ev.reason = e.message;
+    return ev;
+  }
+  if (e.kind == "lost" && elastic && e.node >= 0) {  // the nodes left go on in the next generation
+    ev.kind = Event::Kind::peer_failed;
+    ev.exit_code = exit_code::node_lost;
+    ev.reason = rdzv::describe_event(e) + "; the elastic job goes on with the nodes left";
     return ev;
   }
   if (e.kind == "lost") {
@@ -160,7 +172,7 @@ std::vector<Action> SessionBridge::on_job_event(const JobEvent& in) {
   // in the barrier NodeSession::finish() answers for the events; other generations are over
   if (phase_ != Phase::running || in.generation != generation_) return {};
   const rdzv::Event& e = in.event;
-  auto ev = agent_event_for(e, cfg_.endpoint);
+  auto ev = agent_event_for(e, cfg_.endpoint, cfg_.elastic);
   if (!ev) return {};
   if (e.kind == "failure" && e.node == cfg_.node_rank) {
     decide(in.generation, Fate::local_failure);  // our own report: the agent is stopping already
@@ -174,9 +186,10 @@ std::vector<Action> SessionBridge::on_job_event(const JobEvent& in) {
 
 std::vector<Action> SessionBridge::on_joined(const Joined& in) {
   generation_ = in.generation;
+  if (in.node_rank >= 0) cfg_.node_rank = in.node_rank;
   phase_ = Phase::running;
   if (agent_done_) return {};  // the agent ended while we joined: AgentDone decides
-  return {StartMonitoring{in.generation}, Post{Event::go(in.generation, in.master_port)}};
+  return {StartMonitoring{in.generation}, Post{Event::go(in.generation, in.master_port, in.plan)}};
 }
 
 std::vector<Action> SessionBridge::on_join_failed(const JoinFailed& in) {

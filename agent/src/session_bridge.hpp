@@ -23,10 +23,10 @@
 // A spec or shape mismatch between nodes is found by the rendezvous at the join (every node there is
 // refused with the fields that differ), before the bridge runs.
 //
-// Extension point (designed for, not implemented):
-//  (d) elastic membership: a JobEvent "membership" (a node joined or left) posts Event::Kind::restart
-//      for g+1; the AgentState(starting) -> Rejoin -> Joined path already re-runs the join barrier per
-//      generation, and Joined would carry the new rank table (apply it instead of check_same_ranks).
+// Elastic jobs: a "lost" event is a failure that restarts the job (within the restart budget) with
+// the nodes left, and a "joined" event (a node waits for the next generation) posts
+// Event::Kind::membership; either way the AgentState(starting) -> Rejoin -> Joined path re-runs the
+// join barrier, and Joined carries the generation's plan (node rank, world size, batch) to the go.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -58,6 +58,8 @@ struct JobEvent {  // NodeSession's on_event, from the monitoring of `generation
 struct Joined {  // a (re-)join of `generation` succeeded
   int generation;
   int master_port;
+  int node_rank = -1;                          // this node's rank in it
+  std::shared_ptr<const config::Plan> plan;    // elastic: the generation's plan (null: unchanged)
 };
 struct JoinFailed {  // a re-join failed (or was cancelled because the agent ended)
   int generation;
@@ -115,6 +117,7 @@ struct BridgeConfig {
   int slots = 1;            // local workers (published as running)
   std::string endpoint;     // the rendezvous, for messages
   std::chrono::milliseconds barrier_limit{0};
+  bool elastic = false;     // a lost node or one that joins restarts the job instead of ending it
 };
 
 class SessionBridge {
@@ -150,9 +153,10 @@ class SessionBridge {
   bool agent_done_ = false;     // the agent reached `done`: events no longer reach it
 };
 
-// The Agent event a session's job event causes (failure elsewhere, lost node, lost rendezvous);
-// nullopt for events that are not fatal.
-std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& endpoint);
+// The Agent event a session's job event causes (failure elsewhere, lost node, lost rendezvous, a
+// node joining an elastic job); nullopt for events that are not fatal. `elastic`: a lost node
+// restarts the job instead of ending it.
+std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& endpoint, bool elastic = false);
 
 // The outcome of the exit barrier: every node finished (nullopt), a failure elsewhere (the event),
 // or the error NodeSession::finish() threw (NodeLostError 69, TimeoutError 75, else 125).

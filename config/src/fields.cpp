@@ -133,8 +133,11 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.workdir = v.get<std::string>(); }},
 
   {"/cluster", FieldType::object, "{}", "how many nodes and workers per node", 0, 0, false, false, nullptr, nullptr},
-  {"/cluster/instances", FieldType::integer, "1 (or the node count of Slurm, SageMaker, torch env)", "number of nodes (instances)", 1, kMaxInstances, false, false, nullptr,
-   +[](JobSpec& s, const json& v) { s.cluster.instances = v.get<int>(); }},
+  {"/cluster/instances", FieldType::nodes, "1 (or the node count of Slurm, SageMaker, torch env)", "number of nodes (instances), or {\"min\": A, \"max\": B} for an elastic job", 1, kMaxInstances, false, false, nullptr,
+   +[](JobSpec& s, const json& v) {
+     if (v.is_object()) { s.cluster.instances = v.at("max").get<int>(); s.cluster.min_instances = v.at("min").get<int>(); }
+     else { s.cluster.instances = v.get<int>(); s.cluster.min_instances.reset(); }
+   }},
   {"/cluster/gpus_per_instance", FieldType::gpus, "\"auto\"", "GPU workers per node; \"auto\": one per visible GPU, else CPU workers", 1, kMaxSlots, false, false, nullptr,
    +[](JobSpec& s, const json& v) {
      if (v.is_string()) { s.cluster.gpus_auto = true; s.cluster.gpus_per_instance.reset(); }
@@ -179,6 +182,8 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.rendezvous.heartbeat_s = v.get<double>(); }},
   {"/rendezvous/heartbeat_timeout_s", FieldType::number, "3 x heartbeat_s", "seconds of silence after which a node is declared lost", 0, kMaxSeconds, true, false, nullptr,
    +[](JobSpec& s, const json& v) { s.rendezvous.heartbeat_timeout_s = v.get<double>(); }},
+  {"/rendezvous/last_call_s", FieldType::number, "30", "elastic jobs: seconds the join barrier stays open for more nodes once min have joined", 0, kMaxSeconds, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.last_call_s = v.get<double>(); }},
   {"/rendezvous/token_file", FieldType::string, "unset (no token: loopback only)", "file holding the shared rendezvous token", 0, 0, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.rendezvous.token_file = v.get<std::string>(); }},
   {"/rendezvous/run_id", FieldType::string, "SLURM_JOB_ID, else generated", "id shared by every node of one run", 0, 0, false, false, check_run_id,
@@ -229,6 +234,7 @@ const char* type_name(FieldType type) {
     case FieldType::string_list: return "array of strings";
     case FieldType::string_map: return "object of strings";
     case FieldType::gpus: return "\"auto\" or integer";
+    case FieldType::nodes: return "integer or {min, max}";
   }
   return "?";
 }
@@ -264,6 +270,7 @@ std::string expectation(const FieldInfo& f) {
     case FieldType::string_list: return "an array of strings, e.g. [\"python3\", \"train.py\"]";
     case FieldType::string_map: return "an object of strings, e.g. {\"OMP_NUM_THREADS\": \"4\"}";
     case FieldType::gpus: return "\"auto\" or " + range("an integer");
+    case FieldType::nodes: return range("an integer") + ", or {\"min\": A, \"max\": B} with A <= B in that range";
   }
   return "?";
 }

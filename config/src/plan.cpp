@@ -133,14 +133,14 @@ std::string world_why(const Plan& plan) {
 }
 
 // World size and the rank table: node n holds ranks n x per-node .. + per-node - 1.
-void number_ranks(Plan& plan, Problems& problems) {
+void number_ranks(Plan& plan, Problems& problems, bool table = true) {
   long long world = static_cast<long long>(plan.instances) * plan.procs_per_instance;
   if (world > kMaxWorld) {
     problems.push_back({"/cluster", fmt::format("world size {} ({}) is more than {} ranks", world, world_why(plan), kMaxWorld)});
     world = 1;
   }
   plan.world_size = static_cast<int>(world);
-  if (!problems.empty()) return;
+  if (!problems.empty() || !table) return;
   plan.ranks.reserve(static_cast<std::size_t>(world));
   for (int n = 0; n < plan.instances; ++n)
     for (int l = 0; l < plan.procs_per_instance; ++l) plan.ranks.push_back({n * plan.procs_per_instance + l, n, l});
@@ -303,7 +303,54 @@ void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
   }
 }
 
+int choose_min_instances(const Plan& plan, const Overrides& ov) {
+  const auto& src = plan.identity.field_sources.at("instances");
+  if (src == "flags") return ov.min_nodes.value_or(plan.instances);
+  if (src == "spec") return plan.spec.cluster.min_instances.value_or(plan.instances);
+  return plan.instances;
+}
+
+// World size, layout and batch plan of `plan` at `instances` nodes (the rank table too when `ranks`).
+void size_plan(Plan& plan, int instances, bool ranks, Problems& problems) {
+  plan.instances = instances;
+  plan.identity.instances = instances;
+  plan.ranks.clear();
+  plan.batch.reset();
+  plan.layout = {};
+  auto warnings = plan.warnings;  // the first plan's (a tensor group across nodes is warned about once)
+  Problems mine;
+  number_ranks(plan, mine, ranks);
+  if (mine.empty() && plan_layout(plan, mine) && plan.spec.has_batch) plan_batch(plan, mine);
+  plan.warnings = std::move(warnings);
+  problems.insert(problems.end(), mine.begin(), mine.end());
+}
+
+// An elastic job must run at every size from min to max: the first size it cannot run at is named.
+void check_elastic_sizes(const Plan& plan, Problems& problems) {
+  if (!plan.elastic() || !problems.empty()) return;
+  Plan probe = plan;
+  for (int n = plan.min_instances; n < plan.instances; ++n) {
+    Problems at;
+    size_plan(probe, n, false, at);
+    for (auto& p : at)
+      problems.push_back({p.path, fmt::format("at {} node{} (elastic {}-{}): {}", n, n == 1 ? "" : "s", plan.min_instances,
+                                              plan.instances, p.message)});
+    if (!at.empty()) return;
+  }
+}
+
 }  // namespace
+
+Plan replan(const Plan& plan, int instances) {
+  Plan out = plan;
+  Problems problems;
+  size_plan(out, instances, true, problems);
+  if (!problems.empty()) {
+    std::string source = plan.spec.source.empty() ? std::string("job spec") : plan.spec.source.string();
+    throw SpecError(source, std::move(problems));
+  }
+  return out;
+}
 
 Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env) {
   Problems problems;
@@ -312,9 +359,11 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
   plan.identity = detail::discover_identity(spec, ov, env, problems);
   plan.warnings = plan.identity.warnings;
   plan.instances = plan.identity.instances;
+  plan.min_instances = choose_min_instances(plan, ov);
   place_workers(plan, ov, env, problems);
   number_ranks(plan, problems);
   if (plan_layout(plan, problems) && spec.has_batch) plan_batch(plan, problems);
+  check_elastic_sizes(plan, problems);
   choose_run_id(plan);
   choose_endpoint(plan, ov, problems);
   if (!problems.empty()) {

@@ -90,6 +90,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
   j["workdir"] = s.workdir;
   j["world_size"] = plan.world_size;
   j["instances"] = plan.instances;
+  j["min_instances"] = plan.min_instances;
   j["procs_per_instance"] = plan.procs_per_instance;
   j["local_world_size"] = plan.procs_per_instance;
   j["node_rank"] = plan.identity.node_rank;
@@ -109,6 +110,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
   r["heartbeat_s"] = s.rendezvous.heartbeat_s;
   r["heartbeat_timeout_s"] = s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s);
   r["token_file"] = s.rendezvous.token_file ? json(*s.rendezvous.token_file) : json(nullptr);
+  r["last_call_s"] = s.rendezvous.last_call_s;
   j["rendezvous"] = r;
   j["restart"] = {{"max_restarts", s.restart.max_restarts}, {"backoff_s", s.restart.backoff_s}};
   j["env"] = s.env;
@@ -165,6 +167,11 @@ std::string plan_to_text(const Plan& plan) {
                                            : (plan.procs_per_instance == 1 ? "CPU worker" : "CPU workers"),
                              plan.world_size));
   row("", fmt::format("workers per instance from {}", plan.slots_source));
+  if (plan.elastic())
+    row("", fmt::format("elastic: {} to {} instances (world size {} to {}); the join barrier closes {} s after {} "
+                        "joined, or at once with {}; a node lost or added starts a new generation",
+                        plan.min_instances, plan.instances, plan.min_instances * plan.procs_per_instance,
+                        plan.world_size, s.rendezvous.last_call_s, plan.min_instances, plan.instances));
   std::string me = fmt::format("node rank {} of {}", id.node_rank, plan.instances);
   if (!id.host.empty()) me += ", host " + id.host;
   row("this node", me);

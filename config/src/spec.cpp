@@ -211,6 +211,33 @@ bool check_range(const FieldInfo& f, const json& v, const std::string& path, Col
   return ok;
 }
 
+// {"min": A, "max": B}: exactly those two integers, each in the field's range, A <= B.
+bool check_node_range(const FieldInfo& f, const json& v, const std::string& path, Collector& c) {
+  bool ok = true;
+  for (const auto& [key, x] : v.items())
+    if (key != "min" && key != "max") {
+      c.add(path + "/" + escape_token(key), "unknown key; an elastic node count has only \"min\" and \"max\"");
+      ok = false;
+    }
+  for (const char* key : {"min", "max"}) {
+    std::string at = path + "/" + key;
+    if (!v.contains(key)) {
+      c.add(at, fmt::format("missing; an elastic node count needs both, e.g. {{\"min\": 2, \"max\": 4}}"));
+      ok = false;
+    } else if (!v.at(key).is_number_integer()) {
+      c.add(at, fmt::format("{} is {}; expected an integer", show(v.at(key)), kind(v.at(key))));
+      ok = false;
+    } else {
+      ok = check_range(f, v.at(key), at, c) && ok;
+    }
+  }
+  if (ok && v.at("min").get<double>() > v.at("max").get<double>()) {
+    c.add(path, fmt::format("min {} is more than max {}; expected min <= max", show(v.at("min")), show(v.at("max"))));
+    ok = false;
+  }
+  return ok;
+}
+
 // Type and range check of one value; true when it may be applied.
 bool check_value(const FieldInfo& f, const json& v, const std::string& path, Collector& c) {
   auto wrong = [&] {
@@ -264,6 +291,10 @@ bool check_value(const FieldInfo& f, const json& v, const std::string& path, Col
                                 "/cluster/procs_per_instance instead)", expectation(f)));
         return false;
       }
+      return check_range(f, v, path, c);
+    case FieldType::nodes:
+      if (v.is_object()) return check_node_range(f, v, path, c);
+      if (!v.is_number_integer()) return wrong();
       return check_range(f, v, path, c);
   }
   return false;
@@ -343,11 +374,12 @@ void set_nnodes(Overrides& o, const std::string& text) {
   auto hi = colon == std::string::npos ? lo : whole(std::string_view(text).substr(colon + 1));
   if (!lo || !hi) {
     o.flag_problems.push_back({"--nnodes", fmt::format("'{}' is not a node count; expected N (e.g. 2) or MIN:MAX", text)});
-  } else if (*lo != *hi) {
-    o.flag_problems.push_back({"--nnodes", fmt::format("{} is an elastic range; dtrain runs a fixed number of nodes "
-                                                       "for now: give one count, e.g. --nnodes {}", text, *hi)});
+  } else if (colon != std::string::npos && (*lo < 1 || *lo > *hi)) {
+    o.flag_problems.push_back({"--nnodes", fmt::format("{} is not a node range; expected MIN:MAX with 1 <= MIN <= MAX, "
+                                                       "e.g. 2:4", text)});
   } else {
-    o.nodes = *lo;
+    o.nodes = *hi;
+    o.min_nodes = colon == std::string::npos || *lo == *hi ? std::nullopt : std::optional<int>(*lo);
   }
 }
 

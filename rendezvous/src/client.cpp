@@ -114,6 +114,9 @@ int try_connect(const addrinfo* ai, Clock::time_point deadline, int cancel_fd) {
     case wire::ErrorCode::duplicate_rank:
     case wire::ErrorCode::too_many_nodes:
     case wire::ErrorCode::spec_mismatch: throw JoinError(code, what);
+    case wire::ErrorCode::moved:
+      if (reply.args.size() > 2) throw Moved(reply.i64_at(2), what);
+      throw IoError(what);
     default: throw IoError(what);
   }
 }

@@ -38,6 +38,8 @@ NodeSession::NodeSession(NodeSessionOptions opts)
   if (opts_.node_rank >= opts_.instances)
     throw ConfigError(fmt::format("node rank {} is out of range for {} nodes (0-{})", opts_.node_rank, opts_.instances,
                                   opts_.instances - 1));
+  if (opts_.min_instances < 0 || opts_.min_instances > opts_.instances)
+    throw ConfigError(fmt::format("elastic minimum {} nodes is out of range 1-{}", opts_.min_instances, opts_.instances));
   if (opts_.heartbeat_timeout.count() > 0 && opts_.heartbeat_timeout <= opts_.heartbeat_interval)
     throw ConfigError(fmt::format("heartbeat timeout ({} ms) must be longer than the heartbeat interval ({} ms)",
                                   opts_.heartbeat_timeout.count(), opts_.heartbeat_interval.count()));
@@ -75,7 +77,9 @@ JoinResult NodeSession::run_join(TcpStore& conn, const ProgressFn& progress) {
       .i64(mport)
       .str(advertise)
       .i64(opts_.heartbeat_timeout.count())
-      .i64(opts_.join_timeout.count());
+      .i64(opts_.join_timeout.count())
+      .i64(opts_.min_instances)
+      .i64(opts_.last_call.count());
   auto start = Clock::now();
   auto on_progress = [&](const Frame& f) {
     if (!progress) return;
@@ -104,6 +108,28 @@ JoinResult NodeSession::run_join(TcpStore& conn, const ProgressFn& progress) {
   return r;
 }
 
+// One JOIN on a fresh connection, which becomes `conn` when it succeeds.
+JoinResult NodeSession::join_once(const ClientOptions& co, const ProgressFn& progress, std::unique_ptr<TcpStore>& conn) {
+  auto c = connect_for_join(co);
+  JoinResult r;
+  std::exception_ptr failed;
+  try {
+    r = run_join(*c, progress);
+    r.generation = co.generation;
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mu_);
+    joining_ = nullptr;
+    // a failure (or a success that raced the close) is cancel_join's doing: say so
+    if (join_cancelled_) throw Cancelled(fmt::format("joining the rendezvous at {}: cancelled", c->endpoint()));
+  }
+  if (failed) std::rethrow_exception(failed);
+  conn = std::move(c);
+  return r;
+}
+
 JoinResult NodeSession::join(const ProgressFn& progress) {
   close_all();  // a second join replaces the first membership
   ClientOptions co = opts_.store;
@@ -122,31 +148,30 @@ JoinResult NodeSession::join(const ProgressFn& progress) {
       p.timeout = opts_.join_timeout;
       progress(p);
     };
-  auto conn = connect_for_join(co);
+  // an elastic job's rendezvous may send us on to the generation that gathers nodes (a few hops at most)
+  std::unique_ptr<TcpStore> conn;
   JoinResult r;
-  std::exception_ptr failed;
-  try {
-    r = run_join(*conn, progress);
-    r.generation = co.generation;
-  } catch (...) {
-    failed = std::current_exception();
+  for (int hop = 0;; ++hop) {
+    try {
+      r = join_once(co, progress, conn);
+      break;
+    } catch (const Moved& m) {
+      if (hop >= 8 || m.generation <= co.generation) throw;
+      DTRAIN_INFO(rdzv, "rendezvous {}: {}", net::endpoint_text(co.host, co.port), m.what());
+      co.generation = int(m.generation);
+      opts_.store.generation = co.generation;
+    }
   }
   {
     std::lock_guard lock(mu_);
-    joining_ = nullptr;
-    // a failure (or a success that raced the close) is cancel_join's doing: say so
-    if (join_cancelled_) throw Cancelled(fmt::format("joining the rendezvous at {}: cancelled", conn->endpoint()));
-    if (!failed) {
-      session_ = std::move(conn);
-      result_ = r;
-      root_.reset();
-      last_seq_ = 0;
-      finished_ = false;
-      in_barrier_ = false;
-      server_lost_emitted_ = false;
-    }
+    session_ = std::move(conn);
+    result_ = r;
+    root_.reset();
+    last_seq_ = 0;
+    finished_ = false;
+    in_barrier_ = false;
+    server_lost_emitted_ = false;
   }
-  if (failed) std::rethrow_exception(failed);
   DTRAIN_INFO(rdzv, "joined run '{}' generation {} as node {} of {} (world size {}, master {}:{})", co.run_id,
               co.generation, r.self.node_rank, r.self.nnodes, r.self.world_size, r.self.master_addr, r.self.master_port);
   return r;

@@ -59,6 +59,7 @@ struct Server::Impl {
     auto now = Clock::now();
     if (auto text = hub.drops.summary(now)) DTRAIN_WARN(rdzv, "rendezvous: {}", *text);
     hub.scopes.for_each([&](Scope& s) {
+      srv::close_if_ready(s, now);
       srv::send_join_progress(s, now);
       srv::check_heartbeats(s, now);
     });

@@ -7,27 +7,17 @@ std::string_view kind_name(EventKind kind) {
     case EventKind::failure: return "failure";
     case EventKind::stopped: return "stopped";
     case EventKind::lost: return "lost";
+    case EventKind::joined: return "joined";
   }
   return "?";
 }
-
-namespace {
-
-bool is_fatal(EventKind kind) {
-  return kind == EventKind::failure || kind == EventKind::stopped || kind == EventKind::lost;
-}
-
-}  // namespace
 
 const Event& EventLog::append(EventKind kind, Event e) {
   e.kind = std::string(kind_name(kind));
   e.seq = std::int64_t(events_.size()) + 1;
   e.generation = generation_;
-  e.root_cause = false;
-  if (is_fatal(kind)) {
-    if (!fatal_) e.root_cause = true;
-    fatal_ = true;
-  }
+  e.root_cause = !fatal_;  // every kind ends the generation
+  fatal_ = true;
   events_.push_back(std::move(e));
   return events_.back();
 }

@@ -1,8 +1,8 @@
 #pragma once
 // The job events of one scope, pure: appended in order with seq 1, 2, ...; the first fatal event
-// (a worker failure, a node that stopped on its own, a lost node: every kind today) is the root
-// cause and makes the scope fatal. The kind is typed here and becomes the record's text
-// ("failure", "stopped", "lost") for the wire.
+// (a worker failure, a node that stopped on its own, a lost node, a node that waits to join an
+// elastic job: every kind) is the root cause and makes the scope fatal: the generation is over. The
+// kind is typed here and becomes the record's text ("failure", "stopped", "lost", "joined") for the wire.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -11,7 +11,7 @@
 
 namespace dtrain::rdzv {
 
-enum class EventKind { failure, stopped, lost };
+enum class EventKind { failure, stopped, lost, joined };
 
 std::string_view kind_name(EventKind kind);
 

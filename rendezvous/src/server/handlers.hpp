@@ -27,6 +27,8 @@ void barrier_timed_out(Conn& c);
 void on_join(Conn& c, const wire::Frame& f);
 void on_table(Conn& c, const wire::Frame& f);
 void join_timed_out(Conn& c);
+// Closes an elastic barrier whose last call is over (from the tick).
+void close_if_ready(Scope& s, Clock::time_point now);
 // Tells the parked joiners of s how far the barrier is (about once a second, from the tick).
 void send_join_progress(Scope& s, Clock::time_point now);
 

@@ -1,12 +1,16 @@
 #pragma once
 // The node join barrier of one scope, pure (no sockets): checks each JOIN against the first one in
 // O(1), holds the nodes until `instances` are in, then assigns node ranks and global rank offsets
-// in O(n) and encodes the rank table once. Refusals throw Refused with the code the joiner gets
+// in O(n) and encodes the rank table once. An elastic job (min_instances < instances) closes with
+// `instances` nodes at once, or with min or more once last_call has passed since the min-th joined;
+// its node ranks are dense 0..n-1, a node's requested rank only a preference (requested ranks
+// first, in rank order, then the others in join order). Refusals throw Refused with the code the joiner gets
 // (spec_mismatch, duplicate_rank, too_many_nodes, bad_request); a spec mismatch names the fields
 // that differ (spec_digest.hpp), and join_ops refuses every waiting node with it too.
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +40,10 @@ struct JoinRequest {
   std::int64_t master_port = 0;
   std::string addr;  // advertised address, empty: as the server sees the peer
   std::int64_t heartbeat_timeout_ms = 0, timeout_ms = 0;
+  // optional (older agents send neither): elastic min node count (0: instances) and last call
+  std::int64_t min_instances = 0, last_call_ms = 0;
+
+  bool elastic() const { return min_instances > 0 && min_instances < instances; }
 
   static JoinRequest parse(const wire::Frame& f);  // throws wire::ProtocolError
 };
@@ -48,6 +56,8 @@ class JoinBarrier {
   // of an empty barrier sets the job shape again.
   void remove(const Node& n);
   bool full() const { return !closed_ && int(nodes_.size()) == instances_; }
+  // Full, or (elastic) min joined and the last call is over at `now`.
+  bool ready(Clock::time_point now) const;
   // Places the nodes (explicit ranks, then the others in join order), computes offsets, MASTER_ADDR
   // and MASTER_PORT from node 0, and encodes the rank table. Every node becomes "joined", seen at now.
   void close(Clock::time_point now);
@@ -59,7 +69,10 @@ class JoinBarrier {
   std::string missing_text() const;
 
   bool closed() const { return closed_; }
+  bool elastic() const { return min_ < instances_; }
+  // Nodes expected: before the close the max, after it the nodes that are in the job.
   int instances() const { return instances_; }
+  int max_instances() const { return max_; }
   int joined() const { return int(nodes_.size()); }
   int world_size() const { return world_size_; }
   const std::string& master_addr() const { return master_addr_; }
@@ -73,7 +86,12 @@ class JoinBarrier {
   void check_against_first(const JoinRequest& r) const;
   void check_rank_free(const JoinRequest& r) const;
 
+  void place_elastic();
+
   int instances_ = 0;
+  int max_ = 0, min_ = 0;
+  std::chrono::milliseconds last_call_{0};
+  std::optional<Clock::time_point> last_call_at_;  // elastic: when the barrier may close with min or more
   std::string spec_hash_;
   std::chrono::milliseconds hb_timeout_{0};
   std::vector<std::unique_ptr<Node>> nodes_;  // join order
@@ -85,6 +103,8 @@ class JoinBarrier {
   int master_port_ = 0;
 };
 
+// "4", or "2-4 (elastic)".
+std::string range_text(std::int64_t min, std::int64_t max);
 // "a, b, c" of the first `cap` items, then ", ... (N more)".
 std::string list_text(const std::vector<std::string>& items, std::size_t cap = 16);
 

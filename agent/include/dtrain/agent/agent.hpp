@@ -74,6 +74,7 @@ struct AgentOptions {
   std::optional<int> master_port;         // unset: a free port on this (master) node
   // Multi-node: when true every generation waits in `starting` for post(Event::go(g)).
   bool external_start = false;
+  int first_generation = 0;               // a node that joins an elastic job later starts at its generation
   // Become a child subreaper and kill processes that left their worker's process group (setsid,
   // double fork) when their generation ends (agent/src/escapees.hpp). The dtrain binary sets it; a
   // process that embeds the agent and has children of its own must leave it off.
@@ -103,6 +104,7 @@ struct Event {
     peer_failed,   // a worker on node `node_rank` failed: stop, then restart if budget is left
     node_lost,     // node `node_rank` went silent: stop and end with exit_code::node_lost
     restart,       // the job moves to generation `generation`: stop and start it
+    membership,    // elastic: a node waits to join; restart into `generation` while the budget lasts
     abort,         // stop and end with `exit_code`
   };
   Kind kind = Kind::abort;
@@ -111,7 +113,11 @@ struct Event {
   int exit_code = 0;
   std::string reason;
   int master_port = 0;  // go: MASTER_PORT of this generation (from the rank table); 0: keep
-  static Event go(int g, int port = 0) { return {Kind::go, g, -1, 0, {}, port}; }
+  // go of an elastic job: this generation's plan (node rank, world size, ranks, batch); null: keep
+  std::shared_ptr<const config::Plan> plan;
+  static Event go(int g, int port = 0, std::shared_ptr<const config::Plan> plan = nullptr) {
+    return {Kind::go, g, -1, 0, {}, port, std::move(plan)};
+  }
 };
 
 // Why this node stops its job on its own (no failure of its own workers, no event from elsewhere).

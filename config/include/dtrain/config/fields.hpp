@@ -23,6 +23,7 @@ enum class FieldType {
   string_list,  // non-empty array of strings
   string_map,   // object of string values
   gpus,         // "auto" or an integer within [min, max]
+  nodes,        // an integer within [min, max], or {"min": A, "max": B} with min <= A <= B <= max
 };
 
 // How the type reads in messages and in the man page: "integer", "array of strings", ...

@@ -60,7 +60,9 @@ struct Plan {
   JobSpec spec;
   NodeIdentity identity;
   int world_size = 1;
-  int instances = 1;
+  int instances = 1;                       // nodes; in an elastic job the max until a join says how many
+  int min_instances = 1;                   // elastic (cluster.instances {min, max}, --nnodes MIN:MAX): min;
+                                           // otherwise equal to instances
   int procs_per_instance = 1;
   bool use_gpus = false;                   // one worker per GPU
   std::string slots_source;                // "spec", "flags", "gpus", "cpu cores", "sagemaker"
@@ -77,6 +79,8 @@ struct Plan {
   std::vector<std::string> warnings;       // sound but probably unintended (shown by plan and launch)
   std::string python;                      // the interpreter of a script or module launch (program.hpp)
   std::string python_source;               // "--python", "python3 from PATH"
+
+  bool elastic() const { return min_instances < instances; }
 };
 
 // Default port of a rendezvous endpoint derived from the master address (torchrun's).
@@ -90,6 +94,11 @@ int count_visible_gpus(const Environment& env);
 int count_cpu_slots(const Environment& env);
 // Throws SpecError on impossible combinations (global batch not dividing world size, ...).
 Plan make_plan(const JobSpec& spec, const Overrides& overrides, const Environment& env);
+// The plan of a generation of an elastic job that runs on `instances` nodes: world size, rank table,
+// layout and batch plan recomputed (a fixed per_replica keeps it, a fixed global batch keeps that);
+// min_instances and the rest stay. Throws SpecError when the job cannot run at that size (make_plan
+// checks every size from min to max, so that cannot happen to a plan it made).
+Plan replan(const Plan& plan, int instances);
 // The plan as one JSON object (the `dtrain plan --json` form and the DTRAIN_PLAN file).
 std::string plan_to_json(const Plan& plan, int indent = 2);
 // The human-readable summary and rank table of `dtrain plan`.

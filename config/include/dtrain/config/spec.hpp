@@ -12,7 +12,8 @@
 namespace dtrain::config {
 
 struct ClusterSpec {
-  std::optional<int> instances;          // unset: from Slurm/SageMaker/torch env, else 1
+  std::optional<int> instances;          // unset: from Slurm/SageMaker/torch env, else 1; elastic: the max
+  std::optional<int> min_instances;      // elastic ({"min": A, "max": B}): A; unset: a fixed node count
   std::optional<int> gpus_per_instance;  // unset or "auto": visible GPUs, else procs_per_instance
   bool gpus_auto = true;                 // "auto" (or unset)
   std::optional<int> procs_per_instance; // CPU spelling of the same field; unset: one per core
@@ -43,6 +44,7 @@ struct RendezvousSpec {
   std::optional<double> heartbeat_timeout_s;  // unset: 3 x heartbeat_s
   std::optional<std::string> token_file;
   std::optional<std::string> run_id;  // unset: SLURM_JOB_ID, else generated
+  double last_call_s = 30;            // elastic: the barrier closes this long after min nodes joined
 };
 
 struct RestartSpec {
@@ -81,6 +83,7 @@ struct JobSpec {
 // is reported together.
 struct Overrides {
   std::optional<int> nodes;
+  std::optional<int> min_nodes;            // --nnodes MIN:MAX (nodes holds MAX)
   std::optional<int> node_rank;
   std::optional<int> nproc_per_node;
   std::optional<std::string> nproc_mode;   // --nproc-per-node gpu | cpu | auto
@@ -97,7 +100,7 @@ struct Overrides {
   std::vector<SpecProblem> flag_problems;  // flags that did not parse, reported with the spec's problems
 };
 
-// --nnodes N (or MIN:MAX with MIN == MAX; an elastic range is refused until elastic jobs exist) and
+// --nnodes N or MIN:MAX (an elastic job) and
 // --nproc-per-node N|gpu|cpu|auto into `o`; a bad value lands in o.flag_problems.
 void set_nnodes(Overrides& o, const std::string& text);
 void set_nproc_per_node(Overrides& o, const std::string& text);

@@ -127,8 +127,15 @@ class JoinError : public ConfigError {
   wire::ErrorCode code;
 };
 
+// An elastic job's rendezvous sends a joining node to another generation (the one gathering nodes).
+class Moved : public IoError {
+ public:
+  Moved(std::int64_t g, const std::string& what) : IoError(what), generation(g) {}
+  std::int64_t generation;
+};
+
 // Throws the exception for an error reply frame (code -> AuthError, TimeoutError, ConfigError for
-// join conflicts and limits, IoError otherwise); `where` prefixes the message.
+// join conflicts and limits, Moved, IoError otherwise); `where` prefixes the message.
 [[noreturn]] void throw_error_reply(const wire::Frame& reply, std::string_view where);
 
 }  // namespace dtrain::rdzv

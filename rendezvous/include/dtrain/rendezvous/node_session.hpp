@@ -54,7 +54,10 @@ struct NodeSessionOptions {
   std::string host;               // this node's host name (shown in tables and errors)
   int node_rank = -1;             // from discovery; -1: the server assigns one
   int slots = 1;                  // local workers
-  int instances = 1;              // nodes the job expects
+  int instances = 1;              // nodes the job expects (an elastic job: at most)
+  int min_instances = 0;          // elastic: at least (0: exactly `instances`); node ranks are then
+                                  // assigned densely by the rendezvous and node_rank is a preference
+  std::chrono::milliseconds last_call{30000};  // elastic: the barrier closes this long after min joined
   std::string spec_hash;          // every node must present the same (command, cluster, ...)
   int master_port = 0;            // MASTER_PORT proposed if this node becomes node 0; 0: a free port
   std::string advertise_addr;     // MASTER_ADDR if node 0; empty: our address on the store connection
@@ -144,6 +147,7 @@ class NodeSession {
 
  private:
   std::unique_ptr<TcpStore> connect_for_join(const ClientOptions& co);
+  JoinResult join_once(const ClientOptions& co, const ProgressFn& progress, std::unique_ptr<TcpStore>& conn);
   JoinResult run_join(TcpStore& conn, const ProgressFn& progress);
   std::optional<Event> leave(std::chrono::milliseconds timeout);
   void report(int rank, int exit_code, int signal, const std::string& message, const char* kind);

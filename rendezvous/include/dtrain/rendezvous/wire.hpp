@@ -74,6 +74,7 @@ enum class ErrorCode : std::int64_t {
   lost = 8,
   not_joined = 9,
   shutting_down = 10,
+  moved = 11,  // JOIN of an elastic job: join generation <third argument> instead
 };
 
 const char* op_name(Op op);
