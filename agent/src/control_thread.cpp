@@ -39,7 +39,7 @@ AgentHooks ControlThread::hooks() {
 
 void ControlThread::start(Agent* agent) {
   agent_ = agent;
-  push(bridge::Joined{first_.generation, first_.self.master_port, first_.self.node_rank, nullptr});
+  push(bridge::Joined{first_.generation, first_.self.master_port, first_.self.node_rank});
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -128,7 +128,7 @@ std::optional<bridge::Input> ControlThread::rejoin(int generation) {
     rdzv::JoinResult r = join_with_line(*session_, generation, line_, endpoint_);
     if (!base_.elastic()) {
       check_same_ranks(first_.self, r);
-      return bridge::Joined{generation, r.self.master_port, r.self.node_rank, nullptr};
+      return bridge::Joined{generation, r.self.master_port, r.self.node_rank};
     }
     auto plan = std::make_shared<const config::Plan>(plan_for(base_, r));
     return bridge::Joined{generation, r.self.master_port, r.self.node_rank, std::move(plan)};

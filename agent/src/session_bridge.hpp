@@ -59,7 +59,7 @@ struct Joined {  // a (re-)join of `generation` succeeded
   int generation;
   int master_port;
   int node_rank = -1;                          // this node's rank in it
-  std::shared_ptr<const config::Plan> plan;    // elastic: the generation's plan (null: unchanged)
+  std::shared_ptr<const config::Plan> plan{};  // elastic: the generation's plan (null: unchanged)
 };
 struct JoinFailed {  // a re-join failed (or was cancelled because the agent ended)
   int generation;

@@ -85,7 +85,7 @@ const BadSpec kBadSpecs[] = {
     {"multi-node without rendezvous", R"({"command": ["a"], "cluster": {"instances": 2}})", {}, "/rendezvous/endpoint: unset, but the job has 2 nodes"},
     {"--set without =", R"({"command": ["a"]})", {"--set", "/batch/global"}, "--set: '/batch/global' is not /json/pointer=value"},
     {"--set not a pointer", R"({"command": ["a"]})", {"--set", "batch.global=4"}, "--set: 'batch.global=4' is not /json/pointer=value"},
-    {"--set an invalid value", R"({"command": ["a"]})", {"--set", "/cluster/instances=0"}, "/cluster/instances: 0 is out of range; expected an integer from 1 to 65536 (from --set /cluster/instances)"},
+    {"--set an invalid value", R"({"command": ["a"]})", {"--set", "/cluster/instances=0"}, "/cluster/instances: 0 is out of range; expected an integer from 1 to 65536, or {\"min\": A, \"max\": B} with A <= B in that range (from --set /cluster/instances)"},
     {"--set an unknown key", R"({"command": ["a"]})", {"--set", "/clustr/instances=2"}, "/clustr: unknown key; did you mean \"cluster\"? (from --set /clustr/instances)"},
     {"--set into a string", R"({"command": ["a"], "name": "n"})", {"--set", "/name/x=1"}, "--set: cannot set /name/x"},
     {"--nodes zero", R"({"command": ["a"]})", {"--nodes", "0"}, "--nnodes: 0 is out of range; expected a node count from 1 to 65536"},

@@ -42,12 +42,15 @@ TEST_SUITE("cli::spec_options") {
     }
   }
 
-  TEST_CASE("--nnodes N and N:N; an elastic range and a bad count are refused with what to do") {
+  TEST_CASE("--nnodes N, N:N and an elastic MIN:MAX; a bad count or range is refused with what to do") {
     CHECK(ok(plan({"--nnodes", "2:2", "--insecure", "--rdzv-endpoint", "h:1", "--", "/bin/true"}))["instances"] == 2);
     CHECK(ok(plan({"--nodes", "1", "--", "/bin/true"}))["instances"] == 1);
-    auto r = plan({"--nnodes", "1:4", "--", "/bin/true"});
+    auto j = ok(plan({"--nnodes", "1:4", "--insecure", "--rdzv-endpoint", "h:1", "--", "/bin/true"}));
+    CHECK(j["instances"] == 4);
+    CHECK(j["min_instances"] == 1);
+    auto r = plan({"--nnodes", "3:2", "--", "/bin/true"});
     CHECK(r.status == 2);
-    CHECK(has(r.err, "--nnodes: 1:4 is an elastic range; dtrain runs a fixed number of nodes for now"));
+    CHECK(has(r.err, "--nnodes: 3:2 is not a node range; expected MIN:MAX with 1 <= MIN <= MAX"));
     r = plan({"--nnodes", "two", "--", "/bin/true"});
     CHECK(r.status == 2);
     CHECK(has(r.err, "--nnodes: 'two' is not a node count"));

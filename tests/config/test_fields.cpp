@@ -32,7 +32,9 @@ TEST_SUITE("config::fields") {
 
   TEST_CASE("names and expectations read well") {
     CHECK(dotted_name("/cluster/instances") == "cluster.instances");
-    CHECK(expectation(*find_field("/cluster/instances")) == "an integer from 1 to 65536");
+    CHECK(expectation(*find_field("/cluster/instances")) ==
+          "an integer from 1 to 65536, or {\"min\": A, \"max\": B} with A <= B in that range");
+    CHECK(expectation(*find_field("/version")) == "an integer 1");
     CHECK(expectation(*find_field("/rendezvous/heartbeat_s")).rfind("a number > 0", 0) == 0);
     CHECK(expectation(*find_field("/cluster/gpus_per_instance")).rfind("\"auto\" or an integer", 0) == 0);
     CHECK(std::string(type_name(FieldType::string_list)) == "array of strings");

@@ -307,4 +307,51 @@ TEST_SUITE("config::plan") {
     CHECK(q.warnings[0].find("tensor group [0 2] spans nodes 0 and 1") != std::string::npos);
     CHECK(json::parse(plan_to_json(q))["warnings"].size() == 1);
   }
+
+  TEST_CASE("elastic: cluster.instances {min, max}; every size from min to max must plan; replan recomputes the batch") {
+    const std::string head = R"({"command": ["t"], "cluster": {"instances": {"min": 2, "max": 4}, "procs_per_instance": 2},
+                                 "rendezvous": {"endpoint": "h:1"}, )";
+    Plan p = plan_of(head + R"("batch": {"global": 48, "micro_batches": 2}})");
+    CHECK(p.elastic());
+    CHECK(p.instances == 4);
+    CHECK(p.min_instances == 2);
+    CHECK(p.world_size == 8);
+    CHECK(p.batch->per_replica == 6);
+    json j = json::parse(plan_to_json(p));
+    CHECK(j["min_instances"] == 2);
+    CHECK(j["rendezvous"]["last_call_s"] == 30);
+    CHECK(plan_to_text(p).find("elastic: 2 to 4 instances (world size 4 to 8)") != std::string::npos);
+
+    Plan q = replan(p, 3);  // a fixed global batch stays; per replica follows the replicas
+    CHECK(q.world_size == 6);
+    CHECK(q.ranks.size() == 6);
+    CHECK(q.ranks.back().node_rank == 2);
+    CHECK(q.batch->global == 48);
+    CHECK(q.batch->per_replica == 8);
+    CHECK(q.min_instances == 2);
+    Plan r = replan(plan_of(head + R"("batch": {"per_replica": 5}})"), 2);  // a fixed per_replica stays
+    CHECK(r.batch->per_replica == 5);
+    CHECK(r.batch->global == 20);
+
+    // 40 divides by 8 and 4 replicas but not by 6: the size it cannot run at is named
+    CHECK(failure(head + R"("batch": {"global": 40}})").find(
+              "at 3 nodes (elastic 2-4): 40 does not divide by world size 6") != std::string::npos);
+    CHECK_THROWS_AS((void)replan(plan_of(head + R"("batch": {"global": 48}})"), 5), SpecError);  // 48 % 10
+    // a fixed node count stays fixed
+    CHECK_FALSE(plan_of(R"({"command": ["t"], "cluster": {"instances": 1}})").elastic());
+  }
+
+  TEST_CASE("elastic node counts that are not ranges are refused with the path") {
+    auto bad = [](const std::string& v) {
+      return failure(R"({"command": ["t"], "cluster": {"instances": )" + v + R"(}, "rendezvous": {"endpoint": "h:1"}})");
+    };
+    CHECK(bad(R"({"min": 3, "max": 2})").find("/cluster/instances: min 3 is more than max 2") != std::string::npos);
+    CHECK(bad(R"({"max": 2})").find("/cluster/instances/min: missing") != std::string::npos);
+    CHECK(bad(R"({"min": 1, "max": 2, "step": 1})").find("/cluster/instances/step: unknown key") != std::string::npos);
+    CHECK(bad(R"({"min": 0, "max": 2})").find("/cluster/instances/min: 0 is out of range") != std::string::npos);
+    CHECK(bad(R"({"min": "1", "max": 2})").find("/cluster/instances/min: \"1\" is a string; expected an integer") !=
+          std::string::npos);
+    CHECK(bad(R"("two")").find("/cluster/instances: \"two\" is a string; expected an integer from 1 to 65536, or") !=
+          std::string::npos);
+  }
 }

@@ -104,9 +104,16 @@ TEST_SUITE("config::program") {
     CHECK(o.nodes == 3);
     set_nnodes(o, "2:2");
     CHECK(o.nodes == 2);
-    set_nnodes(o, "1:4");
-    REQUIRE(o.flag_problems.size() == 1);
-    CHECK(o.flag_problems[0].message.find("elastic range") != std::string::npos);
+    CHECK_FALSE(o.min_nodes.has_value());
+    set_nnodes(o, "1:4");  // elastic
+    CHECK(o.nodes == 4);
+    CHECK(o.min_nodes == 1);
+    CHECK(o.flag_problems.empty());
+    set_nnodes(o, "4:2");
+    set_nnodes(o, "0:2");
+    REQUIRE(o.flag_problems.size() == 2);
+    CHECK(o.flag_problems[0].message == "4:2 is not a node range; expected MIN:MAX with 1 <= MIN <= MAX, e.g. 2:4");
+    CHECK(o.flag_problems[1].message.find("0:2 is not a node range") == 0);
     Overrides n;
     set_nproc_per_node(n, "gpu");
     CHECK(n.nproc_mode == "gpu");

@@ -109,7 +109,10 @@ struct Job {
 
   // `script` runs under sh -c in every worker; $T is the temp dir, env-$RANK-$DTRAIN_GENERATION
   // dumps are written before it runs.
-  Job(int instances, int procs, const std::string& script, const std::string& extra = "") {
+  Job(int instances, int procs, const std::string& script, const std::string& extra = "")
+      : Job(std::to_string(instances), procs, script, extra) {}
+  // `instances`: the JSON of cluster.instances ("3", or "{\"min\": 2, \"max\": 4}")
+  Job(const std::string& instances, int procs, const std::string& script, const std::string& extra = "") {
     agent_test::write_file(t / "token", token + "\n");
     fs::permissions(t / "token", fs::perms(0600));
     std::string cmd = "env > \"$T/env-$RANK-$DTRAIN_GENERATION.tmp\" && mv \"$T/env-$RANK-$DTRAIN_GENERATION.tmp\" "

@@ -172,4 +172,64 @@ TEST_SUITE("rendezvous::server::join_barrier") {
     CHECK(list_text({"a", "b", "c"}, 2) == "a, b, ... (1 more)");
     CHECK(list_text({}) == "");
   }
+
+  TEST_CASE("elastic JOIN arguments are optional; old agents join a fixed job") {
+    auto f = wire::Frame(wire::Op::join).str("n0").i64(-1).i64(8).i64(4).str("abc").i64(29500).str("").i64(15000).i64(600000);
+    CHECK_FALSE(JoinRequest::parse(f).elastic());
+    auto r = JoinRequest::parse(f.i64(2).i64(1500));
+    CHECK(r.elastic());
+    CHECK(r.min_instances == 2);
+    CHECK(r.last_call_ms == 1500);
+  }
+
+  TEST_CASE("elastic: closes at max at once, or with min or more after the last call; ranks dense, requested first") {
+    auto ereq = [](std::string host, std::int64_t rank) {
+      auto r = req(std::move(host), rank, 2, 4);
+      r.min_instances = 2;
+      r.last_call_ms = 60000;
+      return r;
+    };
+    auto t0 = Clock::now();
+    JoinBarrier j;
+    j.add(ereq("a", -1), "10.0.0.1");
+    CHECK_FALSE(j.ready(t0 + std::chrono::hours(1)));  // below min: never
+    CHECK(j.missing_short() == "at least 1 more node(s) of an elastic 2-4");
+    j.add(ereq("b", 3), "10.0.0.2");  // a preference, not a slot: 3 of at most 4
+    CHECK_FALSE(j.ready(Clock::now()));  // min in, the last call runs
+    CHECK(j.missing_short().find("up to 2 more node(s) of an elastic 2-4; last call, closing in ") == 0);
+    CHECK(j.ready(Clock::now() + std::chrono::seconds(61)));
+    j.add(ereq("c", 3), "10.0.0.3");  // the same preference is not a duplicate in an elastic job
+    j.close(Clock::now());
+    CHECK(j.instances() == 3);
+    CHECK(j.max_instances() == 4);
+    CHECK(j.world_size() == 6);
+    const auto& n = j.nodes();
+    CHECK(n[1]->rank == 0);  // b asked first for 3: it comes first
+    CHECK(n[2]->rank == 1);
+    CHECK(n[0]->rank == 2);
+    CHECK(j.reply_for(*n[0]).rank_offset == 4);
+    CHECK(j.reply_for(*n[0]).nnodes == 3);
+
+    JoinBarrier full;
+    for (const char* h : {"a", "b", "c", "d"}) full.add(ereq(h, -1), "10.0.0.9");
+    CHECK(full.ready(Clock::now()));  // max: no last call
+    CHECK(refusal_of([&] { full.add(ereq("e", -1), "10.0.0.9"); })->code == ErrorCode::too_many_nodes);
+  }
+
+  TEST_CASE("elastic: a node whose range differs is refused as a spec mismatch; leaving below min stops the last call") {
+    auto ereq = [](std::string host, std::int64_t min) {
+      auto r = req(std::move(host), -1, 1, 4);
+      r.min_instances = min;
+      r.last_call_ms = 0;
+      return r;
+    };
+    JoinBarrier j;
+    j.add(ereq("a", 2), "10.0.0.1");
+    CHECK(refusal_of([&] { j.add(ereq("b", 3), "10.0.0.2"); })->code == ErrorCode::spec_mismatch);
+    CHECK(refusal_of([&] { j.add(req("b", -1, 1, 4), "10.0.0.2"); })->code == ErrorCode::spec_mismatch);
+    Node& b = j.add(ereq("b", 2), "10.0.0.2");
+    CHECK(j.ready(Clock::now()));
+    j.remove(b);
+    CHECK_FALSE(j.ready(Clock::now() + std::chrono::hours(1)));
+  }
 }

@@ -114,7 +114,7 @@ struct Event {
   std::string reason;
   int master_port = 0;  // go: MASTER_PORT of this generation (from the rank table); 0: keep
   // go of an elastic job: this generation's plan (node rank, world size, ranks, batch); null: keep
-  std::shared_ptr<const config::Plan> plan;
+  std::shared_ptr<const config::Plan> plan{};
   static Event go(int g, int port = 0, std::shared_ptr<const config::Plan> plan = nullptr) {
     return {Kind::go, g, -1, 0, {}, port, std::move(plan)};
   }

@@ -1,0 +1,115 @@
+// Elastic jobs on loopback (cluster.instances {min, max}): `dtrain launch` processes of the real
+// binary lose a node or gain one mid-run, and the job goes on in the next generation at its new
+// size, with the collectives bootstrapped again and the batch plan recomputed.
+#include <doctest/doctest.h>
+
+#include "multinode_util.hpp"
+
+using namespace mn;
+
+namespace {
+
+fs::path allreduce_worker() { return fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce"; }
+
+// Generation 0 proves its collectives, then runs until the job changes; later generations prove
+// theirs and finish.
+std::string elastic_script() {
+  return fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then '{0}' --count 1000 --iters 2 || exit 9; exec sleep 60; fi; "
+                     "exec '{0}' --count 1000 --iters 2",
+                     allreduce_worker().string());
+}
+
+constexpr const char* kElastic = R"({"min": 2, "max": 4})";
+constexpr const char* kExtra = R"(, "batch": {"global": 24}, "restart": {"max_restarts": 2})";
+
+bool all_env(const Job& j, int ranks, int gen) {
+  return agent_test::wait_until([&] {
+    for (int r = 0; r < ranks; ++r)
+      if (!j.have_env(r, gen)) return false;
+    return true;
+  }, 60);
+}
+
+}  // namespace
+
+TEST_SUITE("agent::multinode::elastic") {
+
+TEST_CASE("an elastic 2:4 job of three nodes loses one mid-run: the other two finish in generation 1 at world size 4") {
+  if (!fs::exists(allreduce_worker())) {
+    MESSAGE("skipped: examples/c_allreduce is not built in this tree");
+    return;
+  }
+  Job j(kElastic, 2, elastic_script(), kExtra);
+  // three of at most four: the barrier waits out the last call, long enough for all three to be in
+  std::vector<std::string> wait{"--set", "/rendezvous/last_call_s=3"};
+  Node n0 = j.node(0, wait), n1 = j.node(1, wait), n2 = j.node(2, wait);
+  REQUIRE_MESSAGE(all_env(j, 6, 0), err_of(n0));  // 6 ranks in generation 0
+  CHECK(env_file(j.t.path / "env-5-0")["WORLD_SIZE"] == "6");
+  CHECK(env_file(j.t.path / "env-5-0")["DTRAIN_PER_REPLICA_BATCH"] == "4");
+  ::kill(n2.pid, SIGKILL);
+  CHECK(finish(n2, 10) == 128 + SIGKILL);
+  CHECK_MESSAGE(finish(n0, 90) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 90) == 0, err_of(n1));
+  std::string out = agent_test::slurp(n0.out) + agent_test::slurp(n1.out);
+  for (int r = 0; r < 4; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/4 ok", r)) != std::string::npos, out);
+  for (int r = 0; r < 4; ++r) {
+    auto e = env_file(j.t.path / fmt::format("env-{}-1", r));
+    CAPTURE(r);
+    CHECK(e["WORLD_SIZE"] == "4");
+    CHECK(e["DTRAIN_NNODES"] == "2");
+    CHECK(e["DTRAIN_NODE_RANK"] == std::to_string(r / 2));
+    CHECK(e["DTRAIN_GLOBAL_BATCH"] == "24");  // a fixed global batch stays; per replica follows the replicas
+    CHECK(e["DTRAIN_PER_REPLICA_BATCH"] == "6");
+  }
+  CHECK_FALSE(j.have_env(4, 1));
+  std::string e0 = err_of(n0);
+  CHECK_MESSAGE(e0.find("node 2") != std::string::npos, e0);
+  CHECK_MESSAGE(e0.find("the elastic job goes on with the nodes left") != std::string::npos, e0);
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("a node that joins a running elastic job waits for generation 1, which runs on three nodes") {
+  if (!fs::exists(allreduce_worker())) {
+    MESSAGE("skipped: examples/c_allreduce is not built in this tree");
+    return;
+  }
+  Job j(kElastic, 1, elastic_script(), kExtra);
+  std::vector<std::string> quick{"--set", "/rendezvous/last_call_s=0.5"};
+  Node n0 = j.node(0, quick), n1 = j.node(1, quick);
+  REQUIRE_MESSAGE(all_env(j, 2, 0), err_of(n0));  // two nodes are min: generation 0 runs at world size 2
+  CHECK(env_file(j.t.path / "env-1-0")["WORLD_SIZE"] == "2");
+  Node n2 = j.node(2, quick);
+  CHECK_MESSAGE(finish(n0, 90) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 90) == 0, err_of(n1));
+  CHECK_MESSAGE(finish(n2, 90) == 0, err_of(n2));
+  std::string out = agent_test::slurp(n0.out) + agent_test::slurp(n1.out) + agent_test::slurp(n2.out);
+  for (int r = 0; r < 3; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/3 ok", r)) != std::string::npos, out);
+  for (int r = 0; r < 3; ++r) {
+    auto e = env_file(j.t.path / fmt::format("env-{}-1", r));
+    CAPTURE(r);
+    CHECK(e["WORLD_SIZE"] == "3");
+    CHECK(e["DTRAIN_NNODES"] == "3");
+    CHECK(e["DTRAIN_PER_REPLICA_BATCH"] == "8");
+  }
+  CHECK_FALSE(j.have_env(2, 0));  // the newcomer never ran in generation 0
+  std::string e0 = err_of(n0);
+  CHECK_MESSAGE(e0.find("joins: the job moves to generation 1 with 3 nodes") != std::string::npos, e0);
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("an elastic job at its maximum refuses one more node with a named error (2)") {
+  Job j(R"({"min": 1, "max": 2})", 1, "exec sleep 60", R"(, "restart": {"max_restarts": 1})");
+  Node n0 = j.node(0), n1 = j.node(1);
+  REQUIRE(all_env(j, 2, 0));
+  Node n2 = start(j.t, "node2", {j.job, "--no-progress"});  // no node rank: the rendezvous would pick one
+  CHECK(finish(n2, 30) == 2);
+  std::string e2 = err_of(n2);
+  CHECK_MESSAGE(e2.find("the elastic job runs with its maximum of 2 nodes") != std::string::npos, e2);
+  ::kill(n0.pid, SIGTERM);
+  ::kill(n1.pid, SIGTERM);
+  CHECK(finish(n0, 30) == 143);
+  CHECK(finish(n1, 30) == 143);
+  CHECK(j.no_workers_left());
+}
+
+}
