@@ -243,13 +243,7 @@ void JobMachine::on_remote(const Event& e, Actions& out) {
       stop_.code = exit_code::node_lost;
       stop_.text = e.reason.empty() ? fmt::format("node {} was lost", e.node_rank) : e.reason;
       break;
-    case K::membership:
-      if (restarts_ >= policy_.max_restarts) {
-        out.emplace_back(job::Say{fmt::format("dtrain: {}; not admitted: the restart budget ({}) is spent", e.reason,
-                                              policy_.max_restarts)});
-        return;
-      }
-      [[fallthrough]];
+    case K::membership:  // counted as a restart, and never refused for want of budget: every node must follow
     case K::restart:
       if (stop_.reason == StopReason::signal || stop_.reason == StopReason::abort ||
           stop_.reason == StopReason::timeout || stop_.reason == StopReason::hang)

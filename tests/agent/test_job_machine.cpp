@@ -252,6 +252,25 @@ TEST_SUITE("agent::job_machine") {
     }
   }
 
+  TEST_CASE("elastic: a membership change restarts into its generation, counted, even with the budget spent") {
+    Machine a({.max_restarts = 0, .first_generation = 4});
+    a.run();
+    CHECK(a.m.generation() == 4);  // a node that joined a running job starts at its generation
+    CHECK(a(job::Remote{remote(K::membership, 0, "host h joins", 5)}) ==
+          Lines{"say dtrain: host h joins: stopping the local workers", "enter stopping", "kill SIGTERM stopping grace"});
+    a(job::Drained{{ex(0, 0, SIGTERM)}});
+    CHECK(a(job::BackoffOver{}) == Lines{"enter starting", "spawn 5"});
+    CHECK(a.m.restarts() == 1);
+    a(job::Spawned{});
+    a(job::Remote{remote(K::membership, 0, "host i joins", 6)});
+    CHECK(a(job::Drained{{ex(0, 0, SIGTERM)}}).at(1) == "say dtrain: host i joins; restarting the group (2/2)");
+    // a failure now finds no budget: the job ends with it
+    CHECK(a(job::BackoffOver{}) == Lines{"enter starting", "spawn 6"});
+    a(job::Spawned{});
+    a(job::WorkerExited{ex(0, 3)});
+    CHECK(a(job::Drained{{ex(0, 3)}}).back() == "finish 3");
+  }
+
   TEST_CASE("events from other nodes: what they stop and where they lead") {
     Machine a;
     a.run();

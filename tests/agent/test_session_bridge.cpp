@@ -165,7 +165,7 @@ TEST_CASE("a lost node and a lost rendezvous end the job with node_lost") {
 TEST_CASE("events that are not fatal, or of another generation, change nothing") {
   auto b = joined();
   rdzv::Event info = failure(1, 0, 1);
-  info.kind = "joined";
+  info.kind = "info";
   CHECK(b.on(JobEvent{info, 0}).empty());
   CHECK(b.on(JobEvent{failure(1, 0, 1), 7}).empty());
   CHECK(b.fate(0) == SessionBridge::Fate::open);
@@ -362,5 +362,32 @@ TEST_CASE("a failure's report carries the last lines of the rank's stderr, bound
   auto b = joined();
   auto r = only<Report>(b.on(LocalFailure{w, 0}));
   CHECK(r.message == m);
+}
+
+TEST_CASE("elastic: a lost node restarts the job, a joining node is a membership change; Joined brings the plan") {
+  auto b = SessionBridge(BridgeConfig{1, 2, "10.0.0.1:29400", milliseconds(5000), true});
+  auto plan = std::make_shared<const dtrain::config::Plan>();
+  Event go = at<Post>(b.on(Joined{0, 4000, 1, plan}), 1).event;
+  CHECK(go.plan == plan);
+  Event ev = only<Post>(b.on(JobEvent{lost(2), 0})).event;
+  CHECK(ev.kind == Event::Kind::peer_failed);  // within the restart budget: the nodes left go on
+  CHECK(ev.exit_code == exit_code::node_lost);
+  CHECK(ev.reason.find("; the elastic job goes on with the nodes left") != std::string::npos);
+  CHECK(at<Rejoin>(b.on(AgentState{JobState::starting, 1}), 1).generation == 1);
+  CHECK(at<Post>(b.on(Joined{1, 4100, 0, plan}), 1).event.kind == Event::Kind::go);  // now node 0
+  // our own report as node 0 is recognised as ours (the rank changed with the generation)
+  CHECK(b.on(JobEvent{failure(0, 0, 3), 1}).empty());
+
+  rdzv::Event j;
+  j.kind = "joined";
+  j.generation = 4;
+  j.host = "h9";
+  j.message = "host h9 joins: the job moves to generation 5 with 3 nodes";
+  auto m = agent_event_for(j, "");
+  REQUIRE(m);
+  CHECK(m->kind == Event::Kind::membership);
+  CHECK(m->generation == 5);
+  CHECK(m->reason == j.message);
+  CHECK(agent_event_for(lost(2), "")->kind == Event::Kind::node_lost);  // a fixed job ends with 69
 }
 }

@@ -104,7 +104,7 @@ struct Event {
     peer_failed,   // a worker on node `node_rank` failed: stop, then restart if budget is left
     node_lost,     // node `node_rank` went silent: stop and end with exit_code::node_lost
     restart,       // the job moves to generation `generation`: stop and start it
-    membership,    // elastic: a node waits to join; restart into `generation` while the budget lasts
+    membership,    // elastic: a node waits to join; restart into `generation` (counted, even past the budget)
     abort,         // stop and end with `exit_code`
   };
   Kind kind = Kind::abort;
