@@ -110,7 +110,9 @@ std::string plan_to_json(const Plan& plan, int indent) {
   r["heartbeat_timeout_s"] = s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s);
   r["token_file"] = s.rendezvous.token_file ? json(*s.rendezvous.token_file) : json(nullptr);
   j["rendezvous"] = r;
-  j["restart"] = {{"max_restarts", s.restart.max_restarts}, {"backoff_s", s.restart.backoff_s}};
+  j["restart"] = {{"max_restarts", s.restart.max_restarts},
+                  {"backoff_s", s.restart.backoff_s},
+                  {"checkpoint_dir", s.restart.checkpoint_dir ? json(*s.restart.checkpoint_dir) : json(nullptr)}};
   j["env"] = s.env;
   j["output"] = {{"tag", s.output.tag},
                  {"tag_format", s.output.tag_format},
@@ -194,6 +196,7 @@ std::string plan_to_text(const Plan& plan) {
   }
   row("restarts", fmt::format("{} (backoff {} s), grace {} s{}", s.restart.max_restarts, s.restart.backoff_s, s.grace_s,
                               s.max_runtime_s ? fmt::format(", max runtime {} s", *s.max_runtime_s) : std::string()));
+  if (s.restart.checkpoint_dir) row("checkpoints", *s.restart.checkpoint_dir + " (DTRAIN_CHECKPOINT_DIR)");
   if (!s.env.empty()) {
     std::string e;
     for (const auto& [k, v] : s.env) e += fmt::format("{}{}={}", e.empty() ? "" : " ", k, v);
