@@ -78,6 +78,7 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
     if (b.total_iterations) put(env, "DTRAIN_TOTAL_ITERATIONS", *b.total_iterations);
   }
   if (!ctx.plan_path.empty()) put(env, "DTRAIN_PLAN", ctx.plan_path);
+  if (!ctx.checkpoint_dir.empty()) put(env, "DTRAIN_CHECKPOINT_DIR", ctx.checkpoint_dir);
   if (!ctx.agent_id.empty()) put(env, "DTRAIN_AGENT_ID", ctx.agent_id);
   if (!ctx.shm_prefix.empty()) put(env, "DTRAIN_SHM_PREFIX", ctx.shm_prefix);
   if (plan.use_gpus && plan.spec.cluster.bind_gpus) put(env, "CUDA_VISIBLE_DEVICES", r.local_rank);

@@ -2,6 +2,7 @@
 #include "run_folder.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -55,6 +56,25 @@ void RunFolder::write_plan(const std::string& json) const {
     ::unlink(p.c_str());
     throw_os_error(err, fmt::format("cannot write {}", p.string()));
   }
+}
+
+fs::path RunFolder::checkpoint_dir(const std::optional<std::string>& spec_dir, const fs::path& workdir) const {
+  std::error_code ec;
+  fs::path dir = (spec_dir ? fs::absolute(workdir / *spec_dir, ec) : path_ / "checkpoint").lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "ckpt/"
+  int err = ec.value();
+  if (!err && !fs::is_directory(dir, ec)) {
+    fs::create_directories(dir.parent_path(), ec);
+    err = ec.value();
+    if (!err && ::mkdir(dir.c_str(), 0700) != 0) {
+      err = errno;
+      if (err == EEXIST && fs::is_directory(dir, ec)) err = 0;  // made by someone else meanwhile
+    }
+  }
+  if (!err) return dir;
+  if (!spec_dir || is_resource_errno(err)) throw_os_error(err, fmt::format("cannot create the checkpoint folder '{}'", dir.string()));
+  throw ConfigError(fmt::format("cannot create the checkpoint folder '{}': {} (fix restart.checkpoint_dir in the job spec)",
+                                dir.string(), errno_text(err)));
 }
 
 std::optional<fs::path> RunFolder::attempt(int generation) const {

@@ -23,6 +23,13 @@ class RunFolder {
   // The folder of one generation's logs, created; nullopt when logs are not kept.
   std::optional<std::filesystem::path> attempt(int generation) const;
 
+  // The workers' checkpoint folder (DTRAIN_CHECKPOINT_DIR), absolute and created (mode 0700 when
+  // this creates it): `spec_dir` (restart.checkpoint_dir) relative to `workdir`, or, unset,
+  // <this folder>/checkpoint. Throws ConfigError when it cannot be made (a file in the way, no
+  // permission), ResourceError when the disk is full.
+  std::filesystem::path checkpoint_dir(const std::optional<std::string>& spec_dir,
+                                       const std::filesystem::path& workdir) const;
+
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path plan_path() const { return path_ / "plan.json"; }
   bool kept() const { return !temporary_; }

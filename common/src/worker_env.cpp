@@ -23,7 +23,7 @@ constexpr std::array kVars = {
     Var{"DTRAIN_DP_RANK", true}, Var{"DTRAIN_DP_SIZE", true}, Var{"DTRAIN_PP_RANK", true}, Var{"DTRAIN_PP_SIZE", true},
     Var{"DTRAIN_TP_RANK", true}, Var{"DTRAIN_TP_SIZE", true}, Var{"DTRAIN_PARALLEL_ORDER", true},
     Var{"DTRAIN_PP_SCHEDULE", true}, Var{"DTRAIN_AGENT_ID", true}, Var{"DTRAIN_PROGRESS_FILE", true},
-    Var{"DTRAIN_SHM_PREFIX", true},
+    Var{"DTRAIN_SHM_PREFIX", true}, Var{"DTRAIN_CHECKPOINT_DIR", true},
     // defaults
     Var{"CUDA_VISIBLE_DEVICES", false}, Var{"OMP_NUM_THREADS", false},
 };

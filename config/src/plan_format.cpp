@@ -112,7 +112,9 @@ std::string plan_to_json(const Plan& plan, int indent) {
   r["token_file"] = s.rendezvous.token_file ? json(*s.rendezvous.token_file) : json(nullptr);
   r["last_call_s"] = s.rendezvous.last_call_s;
   j["rendezvous"] = r;
-  j["restart"] = {{"max_restarts", s.restart.max_restarts}, {"backoff_s", s.restart.backoff_s}};
+  j["restart"] = {{"max_restarts", s.restart.max_restarts},
+                  {"backoff_s", s.restart.backoff_s},
+                  {"checkpoint_dir", s.restart.checkpoint_dir ? json(*s.restart.checkpoint_dir) : json(nullptr)}};
   j["env"] = s.env;
   j["output"] = {{"tag", s.output.tag},
                  {"tag_format", s.output.tag_format},
@@ -201,6 +203,7 @@ std::string plan_to_text(const Plan& plan) {
   }
   row("restarts", fmt::format("{} (backoff {} s), grace {} s{}", s.restart.max_restarts, s.restart.backoff_s, s.grace_s,
                               s.max_runtime_s ? fmt::format(", max runtime {} s", *s.max_runtime_s) : std::string()));
+  if (s.restart.checkpoint_dir) row("checkpoints", *s.restart.checkpoint_dir + " (DTRAIN_CHECKPOINT_DIR)");
   if (!s.env.empty()) {
     std::string e;
     for (const auto& [k, v] : s.env) e += fmt::format("{}{}={}", e.empty() ? "" : " ", k, v);

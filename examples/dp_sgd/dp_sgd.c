@@ -3,7 +3,8 @@
  *
  *   { "command": ["dtrain-demo-worker"], "batch": { "per_replica": 16, "micro_batches": 2, ... } }
  *
- *   dtrain-demo-worker [--lr RATE] [--dim N] [--float64] [--weights-out FILE]
+ *   dtrain-demo-worker [--lr RATE] [--dim N] [--float64] [--weights-out FILE] [--checkpoint-every N]
+ *                      [--fail-at-step K [--fail-rank R]] [--step-sleep-ms MS]
  *
  * Data: sample i (0 <= i < DTRAIN_DATASET_SIZE) has features x[j] uniform in [-1, 1) and a target
  * y = w_true . x + b_true + noise, all generated from i alone, so every rank sees the same dataset
@@ -19,11 +20,26 @@
  * tests check). --weights-out FILE: rank 0 writes the final weights there, one %.17g per line (the
  * DIM weights, then the bias).
  *
+ * Checkpoints (the worker's side of restarts, dtrain-launch(1) "Restarts and checkpoints"): with
+ * --checkpoint-every N, rank 0 writes DTRAIN_CHECKPOINT_DIR/step-<k>.ckpt after every N-th SGD step
+ * (k = steps completed since the start of training, across epochs; checkpoint.h has the format, exact
+ * to the bit) and keeps the two newest it wrote. At the start, when DTRAIN_CHECKPOINT_DIR holds
+ * step-*.ckpt files, rank 0 loads the newest and broadcasts its k and parameters in place of the
+ * initial weights, prints "resumed from step k (<file>) at world size W", and training goes on with
+ * step k+1. Step s's global batch depends on s and the global batch size only, so a job resumed at
+ * another world size (same global batch) trains on the same samples. Only rank 0 reads the folder.
+ * Failure injection for tests: --fail-at-step K makes rank R (--fail-rank, default 1; rank 0 when
+ * the world has no rank R) exit 7 right after step K (and its checkpoint: every rank waits for it
+ * in a barrier first), in restart generation 0 only (DTRAIN_GENERATION); --step-sleep-ms MS sleeps
+ * after each step.
+ *
  * Output: one start line per rank ("rank R/W on node N: shard ..."), then rank 0 prints one line per
  * epoch (mean loss) and a final line. Exit status: 0 on success; 2 for bad arguments or a missing
  * batch plan in the environment; 3 when the replicas disagree; 4 when the model did not learn;
- * 5 when the weights file cannot be written; 10 + status when a dtrain call fails (the message
- * carries dtrain_last_error()). */
+ * 5 when the weights file cannot be written; 6 when a checkpoint cannot be written or read (or was
+ * written with another --dim or precision); 7 for the injected failure of --fail-at-step; 10 + status
+ * when a dtrain call fails (the message carries dtrain_last_error()). */
+#define _POSIX_C_SOURCE 200809L
 #include <dtrain/collectives.h>
 
 #include <errno.h>
@@ -32,6 +48,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
 
 #define MAX_DIM 64
 
@@ -42,6 +61,12 @@ typedef struct {
   int dim;
   int f64;                 /* --float64 */
   const char* weights_out; /* --weights-out, or NULL */
+  long ckpt_every;         /* --checkpoint-every; 0: never */
+  long fail_at;            /* --fail-at-step; 0: never */
+  int fail_rank;           /* --fail-rank */
+  long sleep_ms;           /* --step-sleep-ms */
+  const char* ckpt_dir;    /* DTRAIN_CHECKPOINT_DIR, or NULL */
+  int generation;          /* DTRAIN_GENERATION (0 when unset) */
 } options_t;
 
 /* The batch plan from the environment `dtrain launch` sets. */
@@ -117,22 +142,56 @@ static double sample(long i, int dim, double* x) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: %s [--lr RATE] [--dim N] [--float64] [--weights-out FILE]   (N in 1..%d)\n", prog, MAX_DIM);
+  fprintf(stderr,
+          "usage: %s [--lr RATE] [--dim N] [--float64] [--weights-out FILE] [--checkpoint-every N]\n"
+          "       [--fail-at-step K [--fail-rank R]] [--step-sleep-ms MS]   (N in 1..%d)\n",
+          prog, MAX_DIM);
   return 2;
+}
+
+/* A whole number >= 0 into *out; 0, or -1 when text is not one. */
+static int count_arg(const char* text, long* out) {
+  char* end = NULL;
+  errno = 0;
+  *out = strtol(text, &end, 10);
+  return (errno != 0 || end == text || *end != '\0' || *out < 0) ? -1 : 0;
+}
+
+/* The options from the environment: DTRAIN_CHECKPOINT_DIR and DTRAIN_GENERATION. */
+static void read_env_options(options_t* o) {
+  const char* dir = getenv("DTRAIN_CHECKPOINT_DIR");
+  o->ckpt_dir = dir != NULL && *dir != '\0' ? dir : NULL;
+  const char* gen = getenv("DTRAIN_GENERATION");
+  o->generation = gen != NULL ? atoi(gen) : 0;
 }
 
 /* 0, or the exit status for bad arguments. */
 static int parse_args(int argc, char** argv, options_t* o) {
-  *o = (options_t){.lr = 0.2, .dim = 8, .f64 = 0, .weights_out = NULL};
-  for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--lr") && i + 1 < argc) o->lr = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--dim") && i + 1 < argc) o->dim = atoi(argv[++i]);
+  *o = (options_t){.lr = 0.2, .dim = 8, .fail_rank = 1};
+  long rank = 1;
+  int bad = 0;
+  for (int i = 1; i < argc && !bad; ++i) {
+    const int more = i + 1 < argc;
+    if (!strcmp(argv[i], "--lr") && more) o->lr = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--dim") && more) o->dim = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--float64")) o->f64 = 1;
-    else if (!strcmp(argv[i], "--weights-out") && i + 1 < argc) o->weights_out = argv[++i];
+    else if (!strcmp(argv[i], "--weights-out") && more) o->weights_out = argv[++i];
+    else if (!strcmp(argv[i], "--checkpoint-every") && more) bad = count_arg(argv[++i], &o->ckpt_every);
+    else if (!strcmp(argv[i], "--fail-at-step") && more) bad = count_arg(argv[++i], &o->fail_at);
+    else if (!strcmp(argv[i], "--fail-rank") && more) bad = count_arg(argv[++i], &rank);
+    else if (!strcmp(argv[i], "--step-sleep-ms") && more) bad = count_arg(argv[++i], &o->sleep_ms);
     else return usage();
   }
-  if (o->dim < 1 || o->dim > MAX_DIM || !(o->lr > 0)) {
-    fprintf(stderr, "%s: --dim must be 1..%d and --lr > 0\n", prog, MAX_DIM);
+  o->fail_rank = rank > 1000000 ? 1000000 : (int)rank;
+  read_env_options(o);
+  if (bad || o->dim < 1 || o->dim > MAX_DIM || !(o->lr > 0)) {
+    fprintf(stderr, "%s: --dim must be 1..%d, --lr > 0, and --checkpoint-every, --fail-at-step, --fail-rank and "
+            "--step-sleep-ms whole numbers >= 0\n", prog, MAX_DIM);
+    return 2;
+  }
+  if (o->ckpt_every > 0 && o->ckpt_dir == NULL) {
+    fprintf(stderr, "%s: --checkpoint-every needs DTRAIN_CHECKPOINT_DIR (dtrain launch sets it; see restart.checkpoint_dir "
+            "in dtrain-job(5))\n", prog);
     return 2;
   }
   return 0;
@@ -173,6 +232,44 @@ static int init_weights(model_t* m) {
   CALL(m, dtrain_broadcast(m->comm, wf, wf, (size_t)m->np, DTRAIN_FLOAT32, 0, NULL),
        "broadcast of the initial weights");
   for (int j = 0; j < m->np; ++j) m->w[j] = (double)wf[j];
+  return 0;
+}
+
+/* Rank 0: the newest checkpoint of o->ckpt_dir into params (path into path): its step, -1 when there is
+ * none, -2 after a message when it cannot be read or does not fit this run. */
+static double load_newest(const model_t* m, const options_t* o, char* path, double* params) {
+  char err[CKPT_PATH_MAX + 256];
+  long step = 0;
+  ckpt_state_t st;
+  int found = ckpt_find_newest(o->ckpt_dir, path, CKPT_PATH_MAX, &step, err, sizeof err);
+  if (found == 0) return -1;
+  if (found > 0 && ckpt_load(path, &st, params, MAX_DIM + 1, err, sizeof err) == 0) {
+    if (st.dim == m->dim && st.f64 == m->f64) return (double)st.step;
+    snprintf(err, sizeof err, "the checkpoint %s was written with --dim %d%s, this run has --dim %d%s: run with the same "
+             "options, or remove it to start afresh", path, st.dim, st.f64 ? " --float64" : "", m->dim,
+             m->f64 ? " --float64" : "");
+  }
+  fprintf(stderr, "%s: rank %d: %s\n", prog, m->rank, err);
+  return -2;
+}
+
+/* The starting point: rank 0's newest checkpoint, broadcast with its step (*start), or, when there is
+ * none, step 0 and the initial weights. 0, 6 when the checkpoint is unusable, 10 + status. */
+static int resume(model_t* m, const options_t* o, long* start) {
+  *start = 0;
+  if (o->ckpt_dir == NULL) return init_weights(m);
+  double buf[MAX_DIM + 2] = {-1};  /* the step (-1: none, -2: unusable), then the parameters */
+  char path[CKPT_PATH_MAX] = "";
+  if (m->rank == 0) buf[0] = load_newest(m, o, path, buf + 1);
+  CALL(m, dtrain_broadcast(m->comm, buf, buf, (size_t)m->np + 1, DTRAIN_FLOAT64, 0, NULL), "broadcast of the checkpoint");
+  if (buf[0] == -2) return 6;
+  if (buf[0] < 0) return init_weights(m);
+  *start = (long)buf[0];
+  memcpy(m->w, buf + 1, sizeof(double) * (size_t)m->np);
+  if (m->rank == 0) {
+    printf("resumed from step %ld (%s) at world size %d\n", *start, path, m->world);
+    fflush(stdout);
+  }
   return 0;
 }
 
@@ -217,19 +314,51 @@ static int sgd_step(model_t* m, double lr, double* acc, double* loss) {
   return 0;
 }
 
-static int train(model_t* m, const batch_t* b, double lr, double* loss) {
+/* Rank 0 writes the checkpoint of step s (keeping the one before it); 0, or 6 after a message. */
+static int save_checkpoint(const model_t* m, const options_t* o, long s) {
+  char err[CKPT_PATH_MAX + 256];
+  const ckpt_state_t st = {.step = s, .dim = m->dim, .f64 = m->f64, .params = m->w};
+  if (ckpt_save(o->ckpt_dir, &st, s - 2 * o->ckpt_every, err, sizeof err) == 0) return 0;
+  fprintf(stderr, "%s: rank %d: %s\n", prog, m->rank, err);
+  return 6;
+}
+
+/* After completed step s: its checkpoint when one is due, the injected failure, the sleep. */
+static int after_step(model_t* m, const options_t* o, long s) {
+  int rc = 0;
+  if (o->ckpt_every > 0 && s % o->ckpt_every == 0 && m->rank == 0) rc = save_checkpoint(m, o, s);
+  if (rc != 0) return rc;
+  if (s == o->fail_at && o->generation == 0) {
+    /* rank 0's checkpoint of step s is complete before anyone fails */
+    CALL(m, dtrain_barrier(m->comm), "barrier before the injected failure");
+    if (m->rank == (o->fail_rank < m->world ? o->fail_rank : 0)) {
+      fprintf(stderr, "%s: rank %d: failing after step %ld as asked (--fail-at-step)\n", prog, m->rank, s);
+      return 7;
+    }
+  }
+  if (o->sleep_ms > 0) {
+    const struct timespec ts = {.tv_sec = o->sleep_ms / 1000, .tv_nsec = (o->sleep_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  return 0;
+}
+
+/* The SGD steps start+1 .. epochs x iterations: step s is iteration (s-1) mod iters of its epoch. */
+static int train(model_t* m, const batch_t* b, const options_t* o, long start, double* loss) {
   double acc[MAX_DIM + 2];
-  for (long e = 0; e < b->epochs; ++e) {
+  for (long e = start / b->iters; e < b->epochs; ++e) {
+    const long t0 = e == start / b->iters ? start % b->iters : 0;
     double epoch_loss = 0, step_loss = 0;
-    for (long t = 0; t < b->iters; ++t) {
+    for (long t = t0; t < b->iters; ++t) {
       local_gradient(m, b, t, acc);
-      int rc = sgd_step(m, lr, acc, &step_loss);
+      int rc = sgd_step(m, o->lr, acc, &step_loss);
+      if (rc == 0) rc = after_step(m, o, e * b->iters + t + 1);
       if (rc != 0) return rc;
       epoch_loss += step_loss;
     }
-    *loss = epoch_loss / (double)b->iters;
+    *loss = epoch_loss / (double)(b->iters - t0);
     if (m->rank == 0) {
-      printf("epoch %ld/%ld: loss %.6f (%ld iterations of %ld samples)\n", e + 1, b->epochs, *loss, b->iters,
+      printf("epoch %ld/%ld: loss %.6f (%ld iterations of %ld samples)\n", e + 1, b->epochs, *loss, b->iters - t0,
              b->global);
       fflush(stdout);
     }
@@ -298,8 +427,9 @@ static int run(model_t* m, const batch_t* b, const options_t* o) {
   fflush(stdout);
 
   double loss = 0, checksum = 0;
-  int rc = init_weights(m);
-  if (rc == 0) rc = train(m, b, o->lr, &loss);
+  long start = 0;
+  int rc = resume(m, o, &start);
+  if (rc == 0) rc = train(m, b, o, start, &loss);
   if (rc == 0) rc = check_replicas(m, &checksum);
   if (rc != 0) return rc;
   const double werr = weight_error(m);

@@ -64,6 +64,9 @@ TEST_SUITE("agent::env") {
     CHECK(env.at("DTRAIN_ITERATIONS_PER_EPOCH") == "10");
     CHECK(env.at("DTRAIN_TOTAL_ITERATIONS") == "30");
     CHECK(env.at("DTRAIN_PLAN") == "/tmp/x/plan.json");
+    CHECK(env.count("DTRAIN_CHECKPOINT_DIR") == 0);  // only when the agent gives one
+    ctx.checkpoint_dir = "/tmp/x/checkpoint";
+    CHECK(agent::worker_env(plan, {6, 1, 2}, ctx, {}).at("DTRAIN_CHECKPOINT_DIR") == "/tmp/x/checkpoint");
     CHECK(env.at("OMP_NUM_THREADS") == "2");
   }
 

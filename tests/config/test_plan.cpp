@@ -217,6 +217,16 @@ TEST_SUITE("config::plan") {
     CHECK(j["run_id"].get<std::string>().rfind("n-", 0) == 0);
   }
 
+  TEST_CASE("the checkpoint folder: in both forms when the spec sets it, null and no row when not") {
+    Plan set = plan_of(R"({"command": ["a"], "restart": {"max_restarts": 1, "checkpoint_dir": "ckpt/run1"}})");
+    CHECK(json::parse(plan_to_json(set))["restart"]["checkpoint_dir"] == "ckpt/run1");
+    CHECK(plan_to_text(set).find("checkpoints ckpt/run1 (DTRAIN_CHECKPOINT_DIR)\n") != std::string::npos);
+    Plan unset = plan_of(R"({"command": ["a"]})");
+    CHECK(json::parse(plan_to_json(unset))["restart"]["checkpoint_dir"].is_null());
+    CHECK(plan_to_text(unset).find("checkpoints") == std::string::npos);
+    CHECK(failure(R"({"command": ["a"], "restart": {"checkpoint_dir": 3}})").find("/restart/checkpoint_dir") != std::string::npos);
+  }
+
   TEST_CASE("plan_to_text: summary and a rank table that stays short for big jobs") {
     Plan p = plan_of(R"({"name": "small", "command": ["python3", "train.py", "--lr", "0.1"], "cluster": {"procs_per_instance": 2},
                          "batch": {"per_replica": 10, "dataset_size": 100}})");

@@ -20,6 +20,7 @@ struct EnvContext {
   std::string store_token;
   std::string local_addr = "127.0.0.1";
   std::string plan_path;       // DTRAIN_PLAN
+  std::string checkpoint_dir;  // DTRAIN_CHECKPOINT_DIR (absolute); "" : left out
   int cores = 1;               // CPUs this agent may use (OMP_NUM_THREADS default)
   std::string agent_id;        // DTRAIN_AGENT_ID: what the guardian finds every descendant by
   std::string shm_prefix;      // DTRAIN_SHM_PREFIX: the stem of the workers' /dev/shm segments
