@@ -3,6 +3,9 @@
 // size, with the collectives bootstrapped again and the batch plan recomputed.
 #include <doctest/doctest.h>
 
+#include <regex>
+
+#include "../examples/weights.hpp"
 #include "multinode_util.hpp"
 
 using namespace mn;
@@ -28,6 +31,30 @@ bool all_env(const Job& j, int ranks, int gen) {
       if (!j.have_env(r, gen)) return false;
     return true;
   }, 60);
+}
+
+std::vector<double> weights_of(const fs::path& p) {
+  std::vector<double> w;
+  for (const auto& line : agent_test::lines_of(agent_test::slurp(p))) w.push_back(std::stod(line));
+  return w;
+}
+
+// The highest k of the step-<k>.ckpt files in `dir` (-1 when none).
+long newest_step(const fs::path& dir) {
+  long best = -1;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, std::regex(R"(step-(\d+)\.ckpt)"))) best = std::max(best, std::stol(m[1]));
+  }
+  return best;
+}
+
+// "resumed from step 37 (...)" in `out`: 37, or -1.
+long resumed_step(const std::string& out) {
+  std::smatch m;
+  return std::regex_search(out, m, std::regex(R"(resumed from step (\d+) )")) ? std::stol(m[1]) : -1;
 }
 
 }  // namespace
@@ -110,6 +137,55 @@ TEST_CASE("an elastic job at its maximum refuses one more node with a named erro
   CHECK(finish(n0, 30) == 143);
   CHECK(finish(n1, 30) == 143);
   CHECK(j.no_workers_left());
+}
+
+TEST_CASE("the demo worker after an elastic shrink ends with the weights of a run started at that size from the same checkpoint") {
+  const fs::path worker = fs::path(DTRAIN_BINARY_DIR) / "dtrain-demo-worker";
+  if (!fs::exists(worker)) {
+    MESSAGE("skipped: dtrain-demo-worker is not built in this tree");
+    return;
+  }
+  // rank 0 of a later generation keeps the checkpoints it resumes from, for run B
+  const std::string script = fmt::format(
+      "if [ \"$DTRAIN_GENERATION\" != 0 ] && [ \"$RANK\" = 0 ]; then cp -r \"$DTRAIN_CHECKPOINT_DIR\" "
+      "\"$T/resume-$DTRAIN_GENERATION\"; fi; exec '{}' --float64 --checkpoint-every 1 --step-sleep-ms 15 "
+      "--weights-out \"$T/weights-$DTRAIN_GENERATION\"",
+      worker.string());
+  const std::string extra = R"(, "batch": {"global": 24, "dataset_size": 2400, "epochs": 2}, "restart": {"max_restarts": 1})";
+
+  // A: three nodes of an elastic 2:4 job; node 2 is SIGKILLed mid-run, the other two finish from the checkpoint
+  Job a(kElastic, 1, script, extra);
+  const fs::path ckpt = a.t.path / "ckpt";
+  std::vector<std::string> more{"--set", "/rendezvous/last_call_s=3", "--set", "/restart/checkpoint_dir=" + ckpt.string()};
+  Node n0 = a.node(0, more), n1 = a.node(1, more), n2 = a.node(2, more);
+  REQUIRE_MESSAGE(agent_test::wait_until([&] { return newest_step(ckpt) >= 20; }, 90), err_of(n0));
+  REQUIRE(all_env(a, 3, 0));  // it ran at world size 3
+  ::kill(n2.pid, SIGKILL);
+  CHECK_MESSAGE(finish(n0, 120) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 120) == 0, err_of(n1));
+  finish(n2, 10);
+  std::string out_a = agent_test::slurp(n0.out);
+  long k = resumed_step(out_a);
+  CHECK_MESSAGE(k >= 20, out_a);
+  CHECK_MESSAGE(out_a.find("at world size 2") != std::string::npos, out_a);
+  REQUIRE(fs::exists(a.t.path / "weights-1"));
+  REQUIRE(fs::exists(a.t.path / "resume-1"));
+
+  // B: a fixed two-node job that starts from the checkpoints generation 1 of A started from
+  Job b(2, 1, script, extra);
+  std::vector<std::string> from{"--set", "/restart/checkpoint_dir=" + (a.t.path / "resume-1").string()};
+  Node m0 = b.node(0, from), m1 = b.node(1, from);
+  CHECK_MESSAGE(finish(m0, 120) == 0, err_of(m0));
+  CHECK_MESSAGE(finish(m1, 120) == 0, err_of(m1));
+  std::string out_b = agent_test::slurp(m0.out);
+  CHECK_MESSAGE(resumed_step(out_b) == k, out_b);
+  auto wa = weights_of(a.t.path / "weights-1"), wb = weights_of(b.t.path / "weights-0");
+  REQUIRE(wa.size() == wb.size());
+  REQUIRE_FALSE(wa.empty());
+  double diff = dtrain::test::relative_difference(wa, wb);
+  MESSAGE("elastic shrink vs a run started at world size 2 from step ", k, ": relative difference ", diff);
+  CHECK(diff <= dtrain::test::kWeightTolerance);
+  CHECK(a.no_workers_left());
 }
 
 }
