@@ -1,0 +1,161 @@
+#pragma once
+// Agent::Impl, the agent's one libuv loop and what it owns, shared by the files that implement it:
+// agent.cpp (the loop, the job machine's actions, the public Agent) and agent_setup.cpp (what runs
+// before the loop: the command, the run folder, the env context, the standalone store, and an
+// elastic generation's plan).
+#include "dtrain/agent/agent.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <uv.h>
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include "dtrain/agent/env.hpp"
+#include "dtrain/agent/hang.hpp"
+#include "dtrain/agent/output.hpp"
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/exit_codes.hpp"
+#include "dtrain/common/log.hpp"
+#include "dtrain/common/net.hpp"
+#include "dtrain/common/shm_names.hpp"
+#include "dtrain/common/system.hpp"
+#include "dtrain/common/uv_handle.hpp"
+#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/server.hpp"
+#include "escapees.hpp"
+#include "guardian.hpp"
+#include "job_machine.hpp"
+#include "output_router.hpp"
+#include "progress_board.hpp"
+#include "resolve_command.hpp"
+#include "run_folder.hpp"
+#include "shim.h"
+#include "terminal.hpp"
+#include "worker_group.hpp"
+
+namespace dtrain::agent {
+
+namespace fs = std::filesystem;
+
+
+// How long a local failure waits for the rest of its stderr before the other nodes hear of it.
+inline constexpr std::uint64_t kTailWaitMs = 500;
+
+inline std::uint64_t to_ms(double s) { return s <= 0 ? 0 : static_cast<std::uint64_t>(s * 1000.0 + 0.5); }
+
+inline JobPolicy policy_of(const AgentOptions& o) {
+  JobPolicy p;
+  p.max_restarts = o.max_restarts;
+  p.external_start = o.external_start;
+  p.grace_s = o.grace_s;
+  p.max_runtime_s = o.max_runtime_s;
+  p.master_port = o.master_port;
+  p.first_generation = o.first_generation;
+  return p;
+}
+
+
+struct Agent::Impl final : WorkerGroup::Listener {
+  AgentOptions opt;
+  AgentHooks hooks;
+  AgentResult result;
+  JobMachine machine;
+  std::atomic<JobState> state{JobState::starting};  // the last state announced (Agent::state)
+  std::unique_ptr<rdzv::Server> store;               // the embedded standalone store (embed_store)
+
+  uv_loop_t loop{};
+  bool loop_inited = false;
+  bool closing = false;  // the loop is being torn down: exits no longer reach the machine
+
+  std::mutex events_mu;
+  std::vector<Event> events;
+  bool events_closed = false;
+  UvHandle<uv_async_t> async;
+  UvHandle<uv_signal_t> signals[5];
+  UvHandle<uv_timer_t> grace_timer, backoff_timer, runtime_timer, progress_timer, failure_timer;
+
+  Terminal terminal;
+  OutputRouter router;
+  Guardian guardian;
+  WorkerGroup group;
+  Escapees escapees;
+  RunFolder run_folder;
+  ProgressBoard board;  // the workers' progress pages (hang diagnosis)
+  std::chrono::steady_clock::time_point started;
+  // the first local failure of the generation, told to the hooks once its stderr is read
+  std::optional<std::pair<WorkerExit, int>> pending_failure;
+
+  EnvMap base_env;
+  EnvContext ctx;
+  fs::path workdir;
+  std::vector<std::string> command;
+  Helper helper;  // what starts the workers and the guardian
+  int local_total = 0;
+
+  Impl(AgentOptions o, AgentHooks h)
+      : opt(std::move(o)),
+        hooks(std::move(h)),
+        machine(policy_of(opt)),
+        terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
+        router(opt.output, terminal),
+        group(router, guardian, *this) {
+    terminal.set_progress_source([this] {
+      return progress_text({state.load(), result.restarts, opt.max_restarts, group.live(), local_total,
+                            machine.waiting_for_go()});
+    });
+  }
+  ~Impl();
+
+  int run();
+  void prepare();
+  std::vector<int> local_ranks() const;
+  void adopt_plan(const config::Plan& plan);
+  bool command_runs();
+  void start_store();
+  void open_loop();
+  void watch_signals();
+  void arm_runtime();
+  void arm_progress();
+  void check_progress();
+  void flush_failure(bool force);
+  void close_loop();
+  void close_control_handles();
+
+  // the state machine: feed an input, carry out its actions
+  void apply(const job::Input& in);
+  void check_drained();
+  void execute(const job::Enter& a);
+  void execute(const job::Spawn& a);
+  void execute(const job::Kill& a);
+  void execute(const job::Say& a) { terminal.say(a.text); }
+  void execute(const job::LocalFailure& a);
+  void execute(const job::SelfStopped& a) {
+    if (hooks.on_self_stop) hooks.on_self_stop(a.stop, machine.generation());
+  }
+  void execute(const job::Progress&) { terminal.update_progress(); }
+  void execute(const job::CancelBackoff&) { uv_timer_stop(backoff_timer.get()); }
+  void execute(const job::ArmBackoff&);
+  void execute(const job::Collect& a);
+  // Removes the shared-memory segments the workers left (a worker killed during setup leaves one).
+  void sweep_segments() {
+    if (std::size_t n = shm_names::sweep(ctx.shm_prefix))
+      DTRAIN_DEBUG(agent, "removed {} shared-memory segment(s) {}* the workers left", n, ctx.shm_prefix);
+  }
+  void execute(const job::Finish& a);
+  void fatal(const std::exception& e);
+
+  // WorkerGroup::Listener
+  void worker_exited(const WorkerExit& exit) override;
+  void output_closed() override;
+  void callback_failed(const std::exception& e) noexcept override { fatal(e); }
+};
+
+}  // namespace dtrain::agent

@@ -1,0 +1,102 @@
+// Agent::Impl before its loop runs (agent_impl.hpp): the command, the run folder and the workers'
+// env context, the standalone store, and the plan of an elastic job's later generation.
+#include <unistd.h>
+
+#include "agent_impl.hpp"
+
+namespace dtrain::agent {
+
+Agent::Impl::~Impl() {
+  if (loop_inited) close_loop();
+  if (store) store->stop();
+  sweep_segments();
+  remove_local_run(::getpid());
+}
+
+void Agent::Impl::prepare() {
+  started = std::chrono::steady_clock::now();
+  const auto& spec = opt.plan.spec;
+  command = spec.command;
+  command.insert(command.end(), opt.extra_args.begin(), opt.extra_args.end());
+  if (command.empty() || command[0].empty())
+    throw ConfigError("the job has no command: set \"command\" in the job spec (e.g. [\"python3\", \"train.py\"])");
+  std::error_code ec;
+  workdir = fs::absolute(spec.workdir.empty() ? fs::path(".") : fs::path(spec.workdir), ec);
+  if (auto r = check_command(opt.plan); r && r->code == exit_code::usage) throw ConfigError(r->message);
+  (void)format_tag(opt.output.tag_format, 0, 0, 0, "stdout");  // a bad tag format fails before anything runs
+
+  base_env = current_environment();
+  helper = find_helper(opt.self_exe, opt.shim);
+  const auto& plan = opt.plan;
+  std::vector<int> local = local_ranks();
+  local_total = static_cast<int>(local.size());
+  result.ranks = plan.world_size;
+  result.local_ranks = local_total;
+
+  ctx.max_restarts = opt.max_restarts;
+  ctx.run_id = plan.run_id.empty() ? fmt::format("dtrain-{}", ::getpid()) : plan.run_id;
+  result.restarts = 0;
+  ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
+  ctx.store_addr = opt.store_addr;
+  ctx.store_token = opt.store_token;
+  ctx.local_addr = opt.local_addr;
+  ctx.cores = sys::usable_cpus();
+  ctx.agent_id = fmt::format("{}-{}", ::getpid(), rdzv::auth::new_token().substr(0, 16));
+  ctx.shm_prefix = fmt::format("dtrain-{}-", ctx.agent_id);  // swept at each generation's end and at exit
+  ctx.role = opt.role;
+
+  run_folder.create(opt.log_dir, ctx.run_id, opt.keep_logs);
+  if (opt.log_dir.empty() && opt.keep_logs) terminal.say(fmt::format("dtrain: logs in {}", run_folder.path().string()));
+  result.run_dir = run_folder.path().string();
+  ctx.plan_path = run_folder.plan_path().string();
+  run_folder.write_plan(opt.plan_json);
+  ctx.checkpoint_dir = run_folder.checkpoint_dir(spec.restart.checkpoint_dir, workdir).string();
+  board.open(run_folder.path() / "progress", local);
+  add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, opt.hang_timeout_s});
+}
+
+std::vector<int> Agent::Impl::local_ranks() const {
+  std::vector<int> local;
+  for (const auto& r : opt.plan.ranks)
+    if (r.node_rank == opt.plan.identity.node_rank) local.push_back(r.rank);
+  return local;
+}
+
+// An elastic job's new generation: its node rank, world size, ranks and batch plan (the workers'
+// env and DTRAIN_PLAN file), before its go spawns the workers.
+void Agent::Impl::adopt_plan(const config::Plan& plan) {
+  opt.plan = plan;
+  opt.plan_json = config::plan_to_json(plan);
+  run_folder.write_plan(opt.plan_json);
+  ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
+  result.ranks = plan.world_size;
+  board.open(run_folder.path() / "progress", local_ranks());
+}
+
+// A bad command is reported once, before anything is spawned.
+bool Agent::Impl::command_runs() {
+  auto r = check_command(opt.plan);
+  if (!r) return true;
+  result.exit_code = r->code;
+  result.reason = r->message;
+  terminal.say(fmt::format("dtrain: {}", r->message));
+  state = JobState::done;
+  return false;
+}
+
+void Agent::Impl::start_store() {
+  std::string token = rdzv::auth::new_token();
+  rdzv::ServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.token = token;
+  so.run_id = ctx.run_id;
+  store = std::make_unique<rdzv::Server>(so);
+  store->start();
+  ctx.store_addr = fmt::format("127.0.0.1:{}", store->port());
+  ctx.store_token = token;
+  ctx.local_addr = "127.0.0.1";
+  DTRAIN_DEBUG(agent, "standalone store on {}", ctx.store_addr);
+}
+
+}  // namespace dtrain::agent
