@@ -39,6 +39,9 @@ Node& JoinBarrier::add(const JoinRequest& r, const std::string& seen_addr) {
     throw Refused(ErrorCode::bad_request, fmt::format("instances {} out of range 1-65536", r.instances));
   if (r.slots < 0 || r.slots > 100000)
     throw Refused(ErrorCode::bad_request, fmt::format("slot count {} out of range", r.slots));
+  // -1 is "any rank"; below it, the rank would not survive the narrowing to Node::requested
+  if (r.requested < -1)
+    throw Refused(ErrorCode::bad_request, fmt::format("node rank {} out of range (-1 for any)", r.requested));
   if (r.requested >= r.instances)
     throw Refused(ErrorCode::too_many_nodes,
                   fmt::format("host {} asks for node rank {} but the job has {} nodes (ranks 0-{})", r.host,
