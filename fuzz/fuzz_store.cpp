@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -88,10 +89,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     feed(conns[i], hello.data(), hello.size());
     feed(conns[i], auth.data(), auth.size());
   }
-  // A closing connection is freed by the next loop run: forget it before that.
+  // A closed connection leaves hub.conns at once and is freed by a loop run, which may itself close
+  // one (a parked wait's timer): after each run, forget every connection the hub no longer holds.
   auto forget_closed = [&] {
     for (auto*& c : conns)
-      if (c != nullptr && c->closing) c = nullptr;
+      if (c != nullptr && std::find(hub.conns.begin(), hub.conns.end(), c) == hub.conns.end()) c = nullptr;
   };
   try {
     std::size_t pos = 0;
@@ -108,8 +110,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         srv::check_heartbeats(s, Clock::now());
       });
       srv::drain_pumps(hub);
-      forget_closed();
       uv_run(loop(), UV_RUN_NOWAIT);
+      forget_closed();
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_store: exception out of the handlers: %s\n", e.what());

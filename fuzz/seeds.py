@@ -102,6 +102,9 @@ def store():
                             record(1, frame("status", "")), record(0, frame("list_runs"))))
     write("store", "raw", s(record(2, HELLO), record(2, AUTH), record(2, frame("set", "a", "b")),
                             record(2, frame("join", "h", i64(0), i64(1), i64(1), "x", i64(0), "", i64(0), i64(0)))))
+    # a node rank below -1 (here INT64_MIN, which narrowed to int read as rank 0) once crashed the barrier's close
+    write("store", "join_rank_min", s(record(0, frame("join", "h", i64(-2**63), i64(1), i64(1), "x", i64(0), "", i64(0),
+                                                      i64(1000)))))
     write("store", "garbage", s(record(2, b"\x00\x00\x10\x01\x02"), record(0, b"\x00\x00\x00\x06\x02\x0a\x00\x00\x00\x05")))
 
 

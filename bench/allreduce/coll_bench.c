@@ -21,15 +21,24 @@
 
 #include "../bench_util.h"
 
+static void free_buffers(char** bufs, int n) {
+  for (int i = 0; i < n; ++i) free(bufs[i]);
+}
+
 static int memcpy_bw(void) {
   const size_t bytes = 64u << 20;
-  const int nbuf = 4;
-  char* src[4];
-  char* dst[4];
+  enum { nbuf = 4 };
+  char* src[nbuf] = {0};
+  char* dst[nbuf] = {0};
   for (int i = 0; i < nbuf; ++i) {
     src[i] = malloc(bytes);
     dst[i] = malloc(bytes);
-    if (!src[i] || !dst[i]) return 1;
+    if (!src[i] || !dst[i]) {
+      fprintf(stderr, "coll_bench: out of memory for the memcpy buffers (%d x 2 x %zu bytes)\n", nbuf, bytes);
+      free_buffers(src, nbuf);
+      free_buffers(dst, nbuf);
+      return 1;
+    }
     memset(src[i], i + 1, bytes);
     memset(dst[i], 0, bytes);
   }
@@ -39,7 +48,10 @@ static int memcpy_bw(void) {
   for (int it = 0; it < iters; ++it) memcpy(dst[it % nbuf], src[(it + 1) % nbuf], bytes);
   double t = (now_s() - t0) / iters;
   printf("memcpy %zu bytes: %.2f us, %.3f GB/s\n", bytes, t * 1e6, (double)bytes / t / 1e9);
-  return dst[1][5] == 0;
+  int bad = dst[1][5] == 0;
+  free_buffers(src, nbuf);
+  free_buffers(dst, nbuf);
+  return bad;
 }
 
 enum { OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_COUNT };

@@ -14,6 +14,8 @@ using wire::ErrorCode;
 using wire::Frame;
 using wire::Op;
 
+constexpr std::int64_t kMaxLastCallMs = 31'536'000'000;  // a year, as rendezvous.last_call_s allows
+
 std::string range_text(std::int64_t min, std::int64_t max) {
   return min == max ? std::to_string(max) : fmt::format("{}-{} (elastic)", min, max);
 }
@@ -48,7 +50,10 @@ Node& JoinBarrier::add(const JoinRequest& r, const std::string& seen_addr) {
     throw Refused(ErrorCode::bad_request, fmt::format("instances {} out of range 1-65536", r.instances));
   if (r.slots < 0 || r.slots > 100000)
     throw Refused(ErrorCode::bad_request, fmt::format("slot count {} out of range", r.slots));
-  if (r.elastic() && (r.min_instances < 1 || r.last_call_ms < 0))
+  // -1 is "any rank"; below it, the rank would not survive the narrowing to Node::requested
+  if (r.requested < -1)
+    throw Refused(ErrorCode::bad_request, fmt::format("node rank {} out of range (-1 for any)", r.requested));
+  if (r.elastic() && (r.min_instances < 1 || r.last_call_ms < 0 || r.last_call_ms > kMaxLastCallMs))
     throw Refused(ErrorCode::bad_request, fmt::format("elastic range {}-{} or last call {} ms out of range",
                                                       r.min_instances, r.instances, r.last_call_ms));
   if (r.requested >= r.instances && !r.elastic())
@@ -75,7 +80,7 @@ Node& JoinBarrier::add(const JoinRequest& r, const std::string& seen_addr) {
   }
   check_rank_free(r);
   auto n = std::make_unique<Node>();
-  n->requested = int(r.requested) < max_ ? int(r.requested) : -1;
+  n->requested = r.requested < max_ ? int(r.requested) : -1;
   n->host = r.host;
   n->addr = r.addr.empty() ? seen_addr : r.addr;
   n->slots = int(r.slots);

@@ -1,6 +1,8 @@
 // The join barrier without sockets: admission checks, rank placement, offsets, the rank table.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+
 #include "refusal.hpp"
 #include "server/join_barrier.hpp"
 
@@ -98,6 +100,12 @@ TEST_SUITE("rendezvous::server::join_barrier") {
       r = refused(req("a", 0, -1));
       REQUIRE(r);
       CHECK(r->what == "slot count -1 out of range");
+      // INT64_MIN once narrowed to int read as node rank 0 but was never placed: close() crashed
+      r = refused(req("a", INT64_MIN, 1));
+      REQUIRE(r);
+      CHECK(r->code == ErrorCode::bad_request);
+      CHECK(r->what == "node rank -9223372036854775808 out of range (-1 for any)");
+      CHECK(refused(req("a", -2, 1)));
       r = refused(req("a", 3, 1));
       REQUIRE(r);
       CHECK(r->code == ErrorCode::too_many_nodes);
