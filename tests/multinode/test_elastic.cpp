@@ -124,7 +124,7 @@ TEST_CASE("a node that joins a running elastic job waits for generation 1, which
   CHECK(j.no_workers_left());
 }
 
-TEST_CASE("an elastic job at its maximum refuses one more node with a named error (2)") {
+TEST_CASE("an elastic job at its maximum refuses one more node, and a node of another job, with a named error (2)") {
   Job j(R"({"min": 1, "max": 2})", 1, "exec sleep 60", R"(, "restart": {"max_restarts": 1})");
   Node n0 = j.node(0), n1 = j.node(1);
   REQUIRE(all_env(j, 2, 0));
@@ -132,6 +132,12 @@ TEST_CASE("an elastic job at its maximum refuses one more node with a named erro
   CHECK(finish(n2, 30) == 2);
   std::string e2 = err_of(n2);
   CHECK_MESSAGE(e2.find("the elastic job runs with its maximum of 2 nodes") != std::string::npos, e2);
+  // a node of another job is refused before it could stop this one
+  Node other = start(j.t, "other", {j.job, "--no-progress", "--set", "/cluster/procs_per_instance=2"});
+  CHECK(finish(other, 30) == 2);
+  std::string eo = err_of(other);
+  CHECK_MESSAGE(eo.find("spec mismatch") != std::string::npos, eo);
+  CHECK_FALSE(j.have_env(0, 1));  // the running job never restarted
   ::kill(n0.pid, SIGTERM);
   ::kill(n1.pid, SIGTERM);
   CHECK(finish(n0, 30) == 143);

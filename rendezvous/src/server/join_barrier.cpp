@@ -76,7 +76,7 @@ Node& JoinBarrier::add(const JoinRequest& r, const std::string& seen_addr) {
     hb_timeout_ = std::chrono::milliseconds(r.heartbeat_timeout_ms);
     by_rank_.assign(std::size_t(r.instances), nullptr);
   } else {
-    check_against_first(r);
+    check_same_job(r);
   }
   check_rank_free(r);
   auto n = std::make_unique<Node>();
@@ -96,7 +96,7 @@ bool JoinBarrier::ready(Clock::time_point now) const {
   return full() || (last_call_at_ && int(nodes_.size()) >= min_ && now >= *last_call_at_);
 }
 
-void JoinBarrier::check_against_first(const JoinRequest& r) const {
+void JoinBarrier::check_same_job(const JoinRequest& r) const {
   const Node& first = *nodes_.front();
   if (r.instances != max_ || (r.elastic() ? int(r.min_instances) : int(r.instances)) != min_)
     throw Refused(ErrorCode::spec_mismatch,

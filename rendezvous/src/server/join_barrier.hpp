@@ -52,6 +52,9 @@ class JoinBarrier {
  public:
   // Admits a node; `seen_addr` is its address as the server sees it (used when it advertises none).
   Node& add(const JoinRequest& r, const std::string& seen_addr);
+  // Refuses (spec_mismatch) a node of another job: its node range or spec hash differs from the first's.
+  // add() checks it too; an elastic job checks a node for its next generation here first.
+  void check_same_job(const JoinRequest& r) const;
   // Removes a node that left before the barrier closed (timed out or disconnected). The first join
   // of an empty barrier sets the job shape again.
   void remove(const Node& n);
@@ -83,7 +86,6 @@ class JoinBarrier {
   const std::shared_ptr<const Bytes>& table_frame() const { return table_frame_; }
 
  private:
-  void check_against_first(const JoinRequest& r) const;
   void check_rank_free(const JoinRequest& r) const;
 
   void place_elastic();

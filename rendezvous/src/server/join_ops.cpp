@@ -52,7 +52,9 @@ void refuse_all(Scope& s, const Refused& r) {
 }
 
 // A node for a running elastic generation: with room, the generation ends with a "joined" event.
+// A node of another job is refused first: it must not stop this one.
 void admit_later(Scope& run, const JoinRequest& req) {
+  run.join.check_same_job(req);
   int alive = 0;
   for (const auto& n : run.join.nodes()) {
     if (n->left)
