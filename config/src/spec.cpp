@@ -359,49 +359,6 @@ void check_combinations(const json& doc, const JobSpec& spec, Collector& c) {
                                                     spec.rendezvous.heartbeat_s));
 }
 
-// "--nnodes 2" or "2:2"; an elastic range MIN:MAX with MIN < MAX is refused until elastic jobs exist.
-}  // namespace
-
-void set_nnodes(Overrides& o, const std::string& text) {
-  auto whole = [](std::string_view s) -> std::optional<int> {
-    int v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
-    return v;
-  };
-  auto colon = text.find(':');
-  auto lo = whole(std::string_view(text).substr(0, colon));
-  auto hi = colon == std::string::npos ? lo : whole(std::string_view(text).substr(colon + 1));
-  if (!lo || !hi) {
-    o.flag_problems.push_back({"--nnodes", fmt::format("'{}' is not a node count; expected N (e.g. 2) or MIN:MAX", text)});
-  } else if (colon != std::string::npos && (*lo < 1 || *lo > *hi)) {
-    o.flag_problems.push_back({"--nnodes", fmt::format("{} is not a node range; expected MIN:MAX with 1 <= MIN <= MAX, "
-                                                       "e.g. 2:4", text)});
-  } else {
-    o.nodes = *hi;
-    o.min_nodes = colon == std::string::npos || *lo == *hi ? std::nullopt : std::optional<int>(*lo);
-  }
-}
-
-// "--nproc-per-node 4", or gpu (one per visible GPU), cpu (one per CPU), auto (GPUs if any, else CPUs).
-void set_nproc_per_node(Overrides& o, const std::string& text) {
-  o.nproc_mode.reset();
-  o.nproc_per_node.reset();
-  if (text == "gpu" || text == "cpu" || text == "auto") {
-    o.nproc_mode = text;
-    return;
-  }
-  int v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
-    o.flag_problems.push_back(
-        {"--nproc-per-node", fmt::format("'{}' is not a worker count; expected a number, gpu, cpu or auto", text)});
-  else
-    o.nproc_per_node = v;
-}
-
-namespace {
-
 // torchrun's --rdzv-endpoint may leave the port out: 29400 then.
 std::string with_default_port(const std::string& ep) {
   bool bracketed = !ep.empty() && ep.front() == '[';
