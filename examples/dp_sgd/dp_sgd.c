@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "checkpoint.h"
@@ -333,7 +334,10 @@ static int after_step(model_t* m, const options_t* o, long s) {
     CALL(m, dtrain_barrier(m->comm), "barrier before the injected failure");
     if (m->rank == (o->fail_rank < m->world ? o->fail_rank : 0)) {
       fprintf(stderr, "%s: rank %d: failing after step %ld as asked (--fail-at-step)\n", prog, m->rank, s);
-      return 7;
+      /* as a crash would: no teardown, so this rank is gone before its peers hear of it (a clean
+       * exit runs at-exit work, e.g. a sanitizer's leak check, while a peer already fails on it) */
+      fflush(NULL);
+      _exit(7);
     }
   }
   if (o->sleep_ms > 0) {
