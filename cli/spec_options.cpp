@@ -28,8 +28,8 @@ void add_program_options(CLI::App* sub, SpecArgs& args) {
 
 void add_torchrun_options(CLI::App* sub, config::Overrides& o) {
   sub->add_option_function<std::string>("--nnodes,--nodes", [&o](const std::string& v) { config::set_nnodes(o, v); },
-                                        "number of nodes, N or N:N (overrides cluster.instances, Slurm, SageMaker, "
-                                        "torch env)")
+                                        "number of nodes, N, or MIN:MAX for an elastic job (overrides "
+                                        "cluster.instances, Slurm, SageMaker, torch env)")
       ->type_name("N");
   sub->add_option_function<std::string>("--nproc-per-node", [&o](const std::string& v) { config::set_nproc_per_node(o, v); },
                                         "workers per node: a count, gpu (one per GPU), cpu (one per CPU) or auto "
