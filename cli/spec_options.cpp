@@ -48,12 +48,9 @@ void add_torchrun_options(CLI::App* sub, config::Overrides& o) {
       ->type_name("ID");
   sub->add_option_function<std::string>(
          "--rdzv-backend",
-         [&o](const std::string& v) {
-           if (v != "c10d" && v != "static" && v != "builtin")
-             o.flag_problems.push_back({"--rdzv-backend", fmt::format("{} is not available; dtrain has its own "
-                                                                      "rendezvous (c10d, static and builtin name it)", v)});
-         },
-         "c10d, static or builtin: all name dtrain's own rendezvous")
+         [&o](const std::string& v) { config::set_rdzv_backend(o, v); },
+         "builtin (also c10d, static: dtrain's own rendezvous) or etcd (also etcd-v2: an etcd v3 cluster at "
+         "--rdzv-endpoint); overrides rendezvous.backend")
       ->type_name("NAME");
   sub->add_option_function<std::string>("--master-addr", [&o](const std::string& v) { o.master_addr = v; },
                                         "node 0's address: MASTER_ADDR, and the rendezvous host when no endpoint "

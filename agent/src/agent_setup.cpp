@@ -39,6 +39,7 @@ void Agent::Impl::prepare() {
   ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
   ctx.store_addr = opt.store_addr;
   ctx.store_token = opt.store_token;
+  ctx.store_env = opt.store_env;
   ctx.local_addr = opt.local_addr;
   ctx.cores = sys::usable_cpus();
   ctx.agent_id = fmt::format("{}-{}", ::getpid(), rdzv::auth::new_token().substr(0, 16));

@@ -8,14 +8,14 @@
 
 namespace dtrain::agent {
 
-ControlThread::ControlThread(std::unique_ptr<rdzv::NodeSession> session, const NodeConfig& cfg,
+ControlThread::ControlThread(std::unique_ptr<rdzv::Membership> session, const NodeConfig& cfg,
                              const rdzv::JoinResult& first, config::Plan base, int progress_mode, int stderr_fd)
     : session_(std::move(session)),
-      machine_(bridge::BridgeConfig{first.self.node_rank, cfg.slots, cfg.endpoint, cfg.barrier_limit,
+      machine_(bridge::BridgeConfig{first.self.node_rank, cfg.slots, cfg.where(), cfg.barrier_limit,
                                     cfg.min_instances > 0}),
       first_(first),
       base_(std::move(base)),
-      endpoint_(cfg.endpoint),
+      endpoint_(cfg.where()),
       line_(progress_mode, stderr_fd),
       stderr_fd_(stderr_fd) {}
 

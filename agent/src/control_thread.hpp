@@ -1,5 +1,5 @@
 #pragma once
-// ControlThread: the one thread of the multi-node driver. It owns the NodeSession, takes the inputs
+// ControlThread: the one thread of the multi-node driver. It owns the Membership (NodeSession, or the etcd backend's session), takes the inputs
 // of the SessionBridge (session_bridge.hpp) from one queue, in arrival order, and performs the
 // actions the bridge returns. Producers never block: the agent's hooks (its loop thread), the
 // session's job events (its watcher thread) and the end of Agent::run() (the main thread) only
@@ -32,7 +32,7 @@ class ControlThread {
  public:
   // `session` has joined its first generation as `first`; `base` is the plan before that join (an
   // elastic job's generations are planned from it).
-  ControlThread(std::unique_ptr<rdzv::NodeSession> session, const NodeConfig& cfg, const rdzv::JoinResult& first,
+  ControlThread(std::unique_ptr<rdzv::Membership> session, const NodeConfig& cfg, const rdzv::JoinResult& first,
                 config::Plan base, int progress_mode, int stderr_fd);
   ~ControlThread();  // a thread still running is told the agent ended (status 125) and joined
   ControlThread(const ControlThread&) = delete;
@@ -68,7 +68,7 @@ class ControlThread {
   bool done_posted_ = false;         // under mu_: agent_done() was called
 
   // the control thread's own (after start()):
-  std::unique_ptr<rdzv::NodeSession> session_;
+  std::unique_ptr<rdzv::Membership> session_;
   bridge::SessionBridge machine_;
   rdzv::JoinResult first_;
   config::Plan base_;

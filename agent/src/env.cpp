@@ -55,6 +55,7 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
   if (!ctx.store_addr.empty()) {
     put(env, "DTRAIN_STORE_ADDR", ctx.store_addr);
     put(env, "DTRAIN_STORE_TOKEN", ctx.store_token);
+    for (const auto& [k, v] : ctx.store_env) put(env, k.c_str(), v);
   }
   put(env, "DTRAIN_LOCAL_ADDR", ctx.local_addr);
   const config::Coords c = plan.layout.coords(r.rank);

@@ -30,7 +30,7 @@ void JoinLine::clear() {
   shown_ = false;
 }
 
-rdzv::JoinResult join_with_line(rdzv::NodeSession& s, std::optional<int> rejoin_generation, JoinLine& line,
+rdzv::JoinResult join_with_line(rdzv::Membership& s, std::optional<int> rejoin_generation, JoinLine& line,
                                 const std::string& endpoint) {
   auto progress = [&line](const rdzv::JoinProgress& p) { line.show(p); };
   try {

@@ -31,7 +31,7 @@ class JoinLine {
 // s.join() (rejoin_generation unset) or s.rejoin(g), with the waiting line. A failure to reach or
 // hear from the rendezvous (IoError) becomes a TimeoutError that names the endpoint (exit status
 // 75); Cancelled, JoinError, AuthError and TimeoutError pass unchanged.
-rdzv::JoinResult join_with_line(rdzv::NodeSession& s, std::optional<int> rejoin_generation, JoinLine& line,
+rdzv::JoinResult join_with_line(rdzv::Membership& s, std::optional<int> rejoin_generation, JoinLine& line,
                                 const std::string& endpoint);
 
 }  // namespace dtrain::agent

@@ -29,11 +29,14 @@ int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
   const int stderr_fd = options.output.stderr_fd;
   NodeConfig cfg = node_config(options.plan, options.max_runtime_s, mn.insecure,
                                rdzv::auth::resolve_token(rs.token_file.value_or("")));
-  std::unique_ptr<rdzv::Server> server = serve_if_ours(cfg);  // outlives the session: stopped last
+  // the built-in rendezvous is served by node 0's agent; etcd by no node of the job
+  std::unique_ptr<rdzv::Server> server = cfg.etcd ? nullptr : serve_if_ours(cfg);  // outlives the session: stopped last
 
-  auto session = std::make_unique<rdzv::NodeSession>(session_options(cfg, 0));
+  std::unique_ptr<rdzv::Membership> session;
+  if (cfg.etcd) session = rdzv::open_etcd_membership(*cfg.etcd, session_options(cfg, 0));
+  else session = std::make_unique<rdzv::NodeSession>(session_options(cfg, 0));
   JoinLine line(options.progress, options.output.stderr_fd);
-  rdzv::JoinResult first = join_with_line(*session, std::nullopt, line, cfg.endpoint);
+  rdzv::JoinResult first = join_with_line(*session, std::nullopt, line, cfg.where());
   const config::Plan base = options.plan;  // an elastic job's later generations are planned from it
   apply_rank_table(options, first, cfg);
   DTRAIN_INFO(agent, "node {} of {}: ranks {}-{} of {}, master {}:{}", first.self.node_rank, first.self.nnodes,

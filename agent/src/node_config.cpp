@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/agent/multinode.hpp"
@@ -21,6 +22,33 @@ std::string host_name(const config::Plan& plan) {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) == 0 && buf[0] != '\0') return buf;
   return "localhost";
+}
+
+std::string absolute(const std::optional<std::string>& path) {
+  return path ? std::filesystem::absolute(*path).lexically_normal().string() : std::string();
+}
+
+// The spec's etcd fields, with paths made absolute (the workers run in the job's workdir).
+rdzv::EtcdSettings etcd_settings(const config::Plan& plan) {
+  const auto& e = plan.spec.rendezvous.etcd;
+  rdzv::EtcdSettings s;
+  s.endpoint = plan.rdzv_endpoint;
+  s.cacert = absolute(e.cacert);
+  s.cert = absolute(e.cert);
+  s.key = absolute(e.key);
+  s.user = e.user.value_or("");
+  s.password_file = absolute(e.password_file);
+  return s;
+}
+
+// The dtrain token does not reach etcd: there, TLS or etcd's own users keep other jobs out.
+void check_etcd_security(const config::Plan& plan, const rdzv::EtcdSettings& s, bool insecure) {
+  auto ep = net::parse_host_port(s.endpoint, "rendezvous endpoint");
+  if (!insecure && !s.tls() && s.user.empty() && (plan.instances > 1 || !net::is_loopback_host(ep.host)))
+    throw ConfigError(fmt::format(
+        "this job meets at etcd {} with neither TLS nor etcd authentication; set rendezvous.etcd.cacert (https) "
+        "or rendezvous.etcd.user and password_file, or pass --insecure on a trusted network",
+        s.endpoint));
 }
 
 }  // namespace
@@ -70,11 +98,13 @@ NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runti
       plan.identity.field_sources.at("master_addr") == "flags")
     c.advertise_addr = plan.identity.master_addr;
 
+  if (rs.backend == "etcd") c.etcd = etcd_settings(plan);
   check_token(plan, c.token, insecure);
   return c;
 }
 
 void check_token(const config::Plan& plan, const std::string& token, bool insecure) {
+  if (plan.spec.rendezvous.backend == "etcd") return check_etcd_security(plan, etcd_settings(plan), insecure);
   auto ep = net::parse_host_port(plan.rdzv_endpoint, "rendezvous endpoint");
   if (token.empty() && !insecure && (plan.instances > 1 || !net::is_loopback_host(ep.host)))
     throw ConfigError(fmt::format(
@@ -128,6 +158,10 @@ void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConf
   o.embed_store = false;
   o.store_addr = c.endpoint;
   o.store_token = c.token;
+  if (c.etcd) {
+    o.store_token.clear();
+    for (auto& [k, v] : rdzv::etcd_worker_env(*c.etcd)) (k == "DTRAIN_STORE_ADDR" ? o.store_addr : o.store_env[k]) = v;
+  }
   o.local_addr = r.local_address;
   o.master_port = r.self.master_port;
   o.external_start = true;

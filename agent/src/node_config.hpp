@@ -11,6 +11,7 @@
 
 #include "dtrain/agent/agent.hpp"
 #include "dtrain/common/net.hpp"
+#include "dtrain/rendezvous/etcd_backend.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 
 namespace dtrain::agent {
@@ -34,6 +35,9 @@ struct NodeConfig {
   std::chrono::milliseconds heartbeat{5000};
   std::chrono::milliseconds heartbeat_timeout{15000};
   std::chrono::milliseconds barrier_limit{0};  // how long the exit barrier waits for the slowest node
+  std::optional<rdzv::EtcdSettings> etcd;      // rendezvous.backend "etcd" (paths made absolute)
+  // "etcd at HOST:PORT" or the endpoint, for messages
+  std::string where() const { return etcd ? "etcd at " + endpoint : endpoint; }
 };
 
 // Reads the plan (rendezvous endpoint and timings, run id, identity) and the token already resolved

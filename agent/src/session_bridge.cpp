@@ -72,8 +72,9 @@ std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& en
   if (e.kind == "lost") {
     ev.kind = Event::Kind::node_lost;
     ev.exit_code = exit_code::node_lost;
-    ev.reason = e.node < 0 ? fmt::format("lost the rendezvous at {} (node 0's agent or the rendezvous host is gone): {}",
-                                         endpoint, e.message)
+    // the built-in rendezvous lives in node 0's agent (or a `dtrain rendezvous serve` host); etcd in none
+    const char* who = endpoint.rfind("etcd", 0) == 0 ? "" : " (node 0's agent or the rendezvous host is gone)";
+    ev.reason = e.node < 0 ? fmt::format("lost the rendezvous at {}{}: {}", endpoint, who, e.message)
                            : rdzv::describe_event(e);
     return ev;
   }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -25,6 +26,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/client.hpp"
+#include "dtrain/rendezvous/etcd_backend.hpp"
 
 namespace dtrain::coll {
 namespace {
@@ -75,12 +77,14 @@ bool reduce_scatter_alias(const void* send, const void* recv, std::size_t recvco
                               rank));
 }
 
-dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out) {
+// `etcd`: the store is the etcd backend's (DTRAIN_STORE_ADDR etcd://...), not the TCP store at o.store_host.
+dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out,
+                            const std::optional<rdzv::EtcdSettings>& etcd = std::nullopt) {
   if (out == nullptr) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "comm (the output pointer) is NULL");
   *out = nullptr;
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
     throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("rank {} / size {} is invalid", o.rank, o.size));
-  if (o.store_host == nullptr || *o.store_host == '\0' || o.store_port <= 0 || o.store_port > 65535)
+  if (!etcd && (o.store_host == nullptr || *o.store_host == '\0' || o.store_port <= 0 || o.store_port > 65535))
     throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
                     fmt::format("the rendezvous store address is missing or bad (host '{}', port {})",
                                 o.store_host ? o.store_host : "", o.store_port));
@@ -101,7 +105,8 @@ dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out) 
   co.generation = cfg.generation;
   co.connect_timeout = cfg.timeout;
   co.client_name = fmt::format("rank {}", cfg.rank);
-  std::shared_ptr<rdzv::Store> store = rdzv::connect_store(co);
+  std::shared_ptr<rdzv::Store> store =
+      etcd ? std::shared_ptr<rdzv::Store>(rdzv::open_etcd_store(*etcd, cfg.run_id, cfg.generation)) : rdzv::connect_store(co);
   auto c = std::make_unique<dtrain_comm>();
   c->cpu = std::make_unique<Communicator>(cfg, std::move(store));
   *out = c.release();
@@ -122,14 +127,15 @@ dtrain_status_t init_world_from_env(dtrain_comm_t* comm) {
   if (addr.empty())
     throw ConfigError("DTRAIN_STORE_ADDR is not set: run the worker under `dtrain launch`, or set it to the "
                       "HOST:PORT of a dtrain rendezvous store, or use dtrain_comm_init()");
-  const auto hp = dtrain::net::parse_host_port(addr, "DTRAIN_STORE_ADDR");
   std::string token = env_or("DTRAIN_STORE_TOKEN");
   std::string run = env_or("DTRAIN_RUN_ID", "TORCHELASTIC_RUN_ID");
-  o.store_host = hp.host.c_str();
-  o.store_port = hp.port;
   o.token = token.c_str();
   o.run_id = run.empty() ? nullptr : run.c_str();
   o.generation = env_int("DTRAIN_GENERATION", false, 0, "TORCHELASTIC_RESTART_COUNT");
+  if (addr.rfind(rdzv::kEtcdScheme, 0) == 0) return init_common(o, comm, rdzv::etcd_settings_from_env(addr));
+  const auto hp = dtrain::net::parse_host_port(addr, "DTRAIN_STORE_ADDR");
+  o.store_host = hp.host.c_str();
+  o.store_port = hp.port;
   return init_common(o, comm);
 }
 

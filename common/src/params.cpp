@@ -13,6 +13,7 @@ constexpr Param kParams[] = {
     {"DTRAIN_COLL_SPIN_US", "50", "microseconds a waiting rank first spins before it sleeps (futex); grows up to 20x while peers arrive within it"},
     {"DTRAIN_COLL_TIMEOUT_S", "300", "deadline of one collective call, in seconds"},
     {"DTRAIN_CUDA_DEVICE", "", "CUDA device of the NCCL communicator (default: the current one if set, else LOCAL_RANK mod visible devices)"},
+    {"DTRAIN_ETCD_PLUGIN", "", "path of libdtrain_etcd.so, the etcd rendezvous backend (default: next to the dtrain binary or library, then the loader's path)"},
     {"DTRAIN_LOG", "warn", "log level and subsystems: error|warn|info|debug|trace[:cli,config,rdzv,agent,coll,net]"},
     {"DTRAIN_RDZV_TOKEN", "", "rendezvous token itself (prefer rendezvous.token_file or --token-file)"},
     {"DTRAIN_SHM_P2P_BYTES", "2097152", "bytes of one rank's point-to-point receive rings in shared memory, split over its local peers (each ring 16 KiB .. 1 MiB)"},

@@ -24,6 +24,9 @@ constexpr std::array kVars = {
     Var{"DTRAIN_TP_RANK", true}, Var{"DTRAIN_TP_SIZE", true}, Var{"DTRAIN_PARALLEL_ORDER", true},
     Var{"DTRAIN_PP_SCHEDULE", true}, Var{"DTRAIN_AGENT_ID", true}, Var{"DTRAIN_PROGRESS_FILE", true},
     Var{"DTRAIN_SHM_PREFIX", true}, Var{"DTRAIN_CHECKPOINT_DIR", true},
+    // the etcd backend's store (rendezvous.backend "etcd")
+    Var{"DTRAIN_ETCD_CACERT", true}, Var{"DTRAIN_ETCD_CERT", true}, Var{"DTRAIN_ETCD_KEY", true},
+    Var{"DTRAIN_ETCD_USER", true}, Var{"DTRAIN_ETCD_PASSWORD_FILE", true},
     // defaults
     Var{"CUDA_VISIBLE_DEVICES", false}, Var{"OMP_NUM_THREADS", false},
 };

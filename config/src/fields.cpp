@@ -106,6 +106,14 @@ void check_order(const json& v, const std::string& path, Problems& out) {
                                      "e.g. \"tp-dp-pp\" (Megatron-LM's)", detail::show(v))});
 }
 
+void check_backend(const json& v, const std::string& path, Problems& out) {
+  const auto& s = v.get_ref<const std::string&>();
+  if (s != "builtin" && s != "etcd")
+    out.push_back({path, fmt::format("{} is not a rendezvous backend; expected \"builtin\" (dtrain's own store, served "
+                                     "by node 0's agent or `dtrain rendezvous serve`) or \"etcd\" (an etcd v3 "
+                                     "cluster at rendezvous.endpoint)", detail::show(v))});
+}
+
 void check_schedule(const json& v, const std::string& path, Problems& out) {
   const auto& s = v.get_ref<const std::string&>();
   if (s != "gpipe" && s != "1f1b")
@@ -174,7 +182,20 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.parallel.schedule = v.get<std::string>(); }},
 
   {"/rendezvous", FieldType::object, "{}", "where the nodes meet", 0, 0, false, false, nullptr, nullptr},
-  {"/rendezvous/endpoint", FieldType::string, "unset (standalone store on node 0)", "HOST:PORT of the rendezvous store", 0, 0, false, false, check_endpoint,
+  {"/rendezvous/backend", FieldType::string, "\"builtin\"", "what holds the rendezvous: \"builtin\" (dtrain's store on node 0 or a `dtrain rendezvous serve` host) or \"etcd\" (an etcd v3 cluster at endpoint)", 0, 0, false, false, check_backend,
+   +[](JobSpec& s, const json& v) { s.rendezvous.backend = v.get<std::string>(); }},
+  {"/rendezvous/etcd", FieldType::object, "{}", "the etcd backend's TLS and authentication", 0, 0, false, false, nullptr, nullptr},
+  {"/rendezvous/etcd/cacert", FieldType::string, "unset (plain http)", "CA bundle (PEM) that signed etcd's certificate; any TLS field makes the connection https", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.etcd.cacert = v.get<std::string>(); }},
+  {"/rendezvous/etcd/cert", FieldType::string, "unset", "client certificate (PEM) for etcd's --client-cert-auth", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.etcd.cert = v.get<std::string>(); }},
+  {"/rendezvous/etcd/key", FieldType::string, "unset", "private key (PEM) of the client certificate", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.etcd.key = v.get<std::string>(); }},
+  {"/rendezvous/etcd/user", FieldType::string, "unset (no etcd authentication)", "etcd user name", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.etcd.user = v.get<std::string>(); }},
+  {"/rendezvous/etcd/password_file", FieldType::string, "unset", "file holding the etcd user's password", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.rendezvous.etcd.password_file = v.get<std::string>(); }},
+  {"/rendezvous/endpoint", FieldType::string, "unset (standalone store on node 0)", "HOST:PORT of the rendezvous store (etcd: of an etcd member)", 0, 0, false, false, check_endpoint,
    +[](JobSpec& s, const json& v) { s.rendezvous.endpoint = v.get<std::string>(); }},
   {"/rendezvous/join_timeout_s", FieldType::number, "600", "seconds to wait for every node to join", 0, kMaxSeconds, true, false, nullptr,
    +[](JobSpec& s, const json& v) { s.rendezvous.join_timeout_s = v.get<double>(); }},

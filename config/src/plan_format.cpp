@@ -111,6 +111,13 @@ std::string plan_to_json(const Plan& plan, int indent) {
   r["heartbeat_timeout_s"] = s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s);
   r["token_file"] = s.rendezvous.token_file ? json(*s.rendezvous.token_file) : json(nullptr);
   r["last_call_s"] = s.rendezvous.last_call_s;
+  r["backend"] = s.rendezvous.backend;
+  if (s.rendezvous.backend == "etcd") {
+    const auto& e = s.rendezvous.etcd;
+    auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
+    r["etcd"] = {{"cacert", opt(e.cacert)}, {"cert", opt(e.cert)}, {"key", opt(e.key)}, {"user", opt(e.user)},
+                 {"password_file", opt(e.password_file)}};
+  }
   j["rendezvous"] = r;
   j["restart"] = {{"max_restarts", s.restart.max_restarts},
                   {"backoff_s", s.restart.backoff_s},
@@ -186,7 +193,8 @@ std::string plan_to_text(const Plan& plan) {
     row("hosts", text::join(shown, " ") + (id.hosts.size() > 8 ? fmt::format(" ... ({} in all)", id.hosts.size()) : ""));
   }
   row("rendezvous", plan.rdzv_endpoint.empty() ? std::string("standalone store on this node (loopback)")
-                                               : fmt::format("{} ({})", plan.rdzv_endpoint, plan.rdzv_source));
+                                               : fmt::format("{}{} ({})", s.rendezvous.backend == "etcd" ? "etcd at " : "",
+                                                             plan.rdzv_endpoint, plan.rdzv_source));
   row("", fmt::format("join timeout {} s, heartbeat every {} s, lost after {} s{}", s.rendezvous.join_timeout_s,
                       s.rendezvous.heartbeat_s, s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s),
                       s.rendezvous.token_file ? ", token from " + *s.rendezvous.token_file : std::string(", no token")));

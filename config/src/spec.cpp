@@ -416,6 +416,28 @@ void apply_flags(JobSpec& spec, const Overrides& o, Collector& c) {
     if (o.token_file->empty()) c.add("--token-file", "empty path; expected the file that holds the rendezvous token");
     else spec.rendezvous.token_file = *o.token_file;
   }
+  if (o.rdzv_backend) spec.rendezvous.backend = *o.rdzv_backend;
+}
+
+// The etcd backend's fields, once the flags are in (--rdzv-backend, --rdzv-endpoint).
+void check_etcd(const JobSpec& spec, Collector& c) {
+  const auto& r = spec.rendezvous;
+  const auto& e = r.etcd;
+  if (r.backend != "etcd") {
+    if (e.tls() || e.user || e.password_file)
+      c.add("/rendezvous/etcd", "is set, but rendezvous.backend is \"builtin\"; set \"backend\": \"etcd\" "
+                                "(or --rdzv-backend etcd), or drop it");
+    return;
+  }
+  if (!r.endpoint)
+    c.add("/rendezvous/endpoint", "unset, but rendezvous.backend is \"etcd\"; set it (or --rdzv-endpoint) to "
+                                  "HOST:PORT of an etcd member, e.g. 10.0.0.5:2379");
+  if (e.cert.has_value() != e.key.has_value())
+    c.add(e.cert ? "/rendezvous/etcd/key" : "/rendezvous/etcd/cert",
+          "missing; a client certificate needs both cert and key");
+  if (e.user.has_value() != e.password_file.has_value())
+    c.add(e.user ? "/rendezvous/etcd/password_file" : "/rendezvous/etcd/user",
+          "missing; etcd authentication needs both user and password_file");
 }
 
 std::string display_source(const std::filesystem::path& source) {
@@ -443,6 +465,7 @@ JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
     check_combinations(doc, spec, c);
   }
   apply_flags(spec, overrides, c);
+  check_etcd(spec, c);
   if (!c.problems.empty()) throw SpecError(display_source(source), c.problems);
   if (spec.name.empty()) {
     std::string base = overrides.default_name.value_or(std::filesystem::path(spec.command.front()).filename().string());

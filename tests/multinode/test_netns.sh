@@ -32,8 +32,7 @@ addr() { echo "10.77.$net.$((10 + $1))"; }
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
 chmod 600 "$tmp/token"
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+. "$(dirname "$0")/netns_lib.sh"
 
 # job NAME PORT SCRIPT: a 3-node spec, one worker per host; workers dump their env to $T/NAME-env-$RANK
 job() {
@@ -60,45 +59,7 @@ start() {
   done
 }
 
-# wait_rc PID SECONDS: sets rc to the exit status of PID, or 255 after SECONDS (then it is killed)
-wait_rc() {
-  local pid=$1 limit=$2 waited=0
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ]; then break; fi
-    sleep 0.1
-    waited=$((waited + 1))
-    if [ "$waited" -ge $((limit * 10)) ]; then kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rc=255; return; fi
-  done
-  wait "$pid"
-  rc=$?
-}
-
-# wait_files DIR N SECONDS: until N env dumps exist
-wait_files() {
-  local dir=$1 n=$2 limit=$3 waited=0
-  while [ "$(ls "$dir" | grep -c '^env-[0-9]*$')" -lt "$n" ]; do
-    sleep 0.1
-    waited=$((waited + 1))
-    [ "$waited" -lt $((limit * 10)) ] || return 1
-  done
-}
-
 show() { for i in 0 1 2; do echo "--- $1 node $i stderr"; cat "$tmp/$1/node$i.err"; done; }
-
-# no process with the job's marker anywhere (the namespaces share the pid space)
-no_workers_left() {
-  local marker=$1 waited=0 p
-  while :; do
-    local found=""
-    for p in /proc/[0-9]*; do
-      grep -qz "^NETNS_MARKER=$marker\$" "$p/environ" 2>/dev/null && found="$found ${p#/proc/}"
-    done
-    [ -z "$found" ] && return 0
-    sleep 0.2
-    waited=$((waited + 1))
-    [ "$waited" -lt 100 ] || { echo "left behind:$found"; return 1; }
-  done
-}
 
 # 1. a 3-node job succeeds, each node with its own address
 job ok 29401 "exit 0"

@@ -70,6 +70,7 @@ struct AgentOptions {
   bool embed_store = false;
   std::string store_addr;                 // "" and !embed_store: not set in the worker env
   std::string store_token;
+  std::map<std::string, std::string> store_env;  // more of the store's variables (the etcd backend's DTRAIN_ETCD_*)
   std::string local_addr = "127.0.0.1";
   std::optional<int> master_port;         // unset: a free port on this (master) node
   // Multi-node: when true every generation waits in `starting` for post(Event::go(g)).

@@ -18,6 +18,7 @@ struct EnvContext {
   int master_port = 0;
   std::string store_addr;      // "" : DTRAIN_STORE_* left out
   std::string store_token;
+  EnvMap store_env;            // the etcd backend's DTRAIN_ETCD_* (with DTRAIN_STORE_ADDR etcd://HOST:PORT)
   std::string local_addr = "127.0.0.1";
   std::string plan_path;       // DTRAIN_PLAN
   std::string checkpoint_dir;  // DTRAIN_CHECKPOINT_DIR (absolute); "" : left out

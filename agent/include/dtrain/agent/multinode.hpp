@@ -36,7 +36,8 @@ struct MultiNodeOptions {
 bool is_multinode(const config::Plan& plan);
 
 // A multi-node job needs a token (rdzv::auth::resolve_token's) unless `insecure`: ConfigError naming
-// the ways to give one. `dtrain plan` and `dtrain launch` refuse with this same check.
+// the ways to give one. With the etcd backend the token is not used; etcd's TLS or its users are
+// needed instead (unless `insecure`, or one node on a loopback etcd). `dtrain plan` and `dtrain launch` refuse with this same check.
 void check_token(const config::Plan& plan, const std::string& token, bool insecure);
 
 // Runs this node's agent as part of the job described by `options.plan` (the options as for a

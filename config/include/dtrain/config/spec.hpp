@@ -37,7 +37,18 @@ struct ParallelSpec {
   std::string schedule = "1f1b";      // "gpipe" | "1f1b"
 };
 
+// The etcd backend's TLS and authentication, passed through to etcd (and to the workers' store).
+struct EtcdSpec {
+  std::optional<std::string> cacert;         // https: CA bundle that signed etcd's certificate
+  std::optional<std::string> cert, key;      // https: this node's client certificate and its key
+  std::optional<std::string> user;           // etcd authentication (with password_file)
+  std::optional<std::string> password_file;  // file holding the user's password
+  bool tls() const { return cacert || cert || key; }
+};
+
 struct RendezvousSpec {
+  std::string backend = "builtin";      // "builtin" (dtrain's store) or "etcd" (an etcd v3 cluster at endpoint)
+  EtcdSpec etcd;
   std::optional<std::string> endpoint;  // HOST:PORT; unset: standalone store on this node
   double join_timeout_s = 600;
   double heartbeat_s = 5;
@@ -91,6 +102,7 @@ struct Overrides {
   bool standalone = false;                 // --standalone: one node, a store of its own
   std::optional<std::string> rdzv;         // HOST:PORT (HOST alone: port 29400)
   std::optional<std::string> run_id;       // --rdzv-id
+  std::optional<std::string> rdzv_backend; // --rdzv-backend builtin | etcd (c10d, static: builtin; etcd-v2: etcd)
   std::optional<std::string> master_addr;  // --master-addr
   std::optional<int> master_port;          // --master-port
   std::optional<int> max_restarts;         // --max-restarts
@@ -105,6 +117,8 @@ struct Overrides {
 // --nproc-per-node N|gpu|cpu|auto into `o`; a bad value lands in o.flag_problems.
 void set_nnodes(Overrides& o, const std::string& text);
 void set_nproc_per_node(Overrides& o, const std::string& text);
+// --rdzv-backend: builtin, c10d, static (dtrain's own rendezvous) or etcd, etcd-v2 (an etcd cluster).
+void set_rdzv_backend(Overrides& o, const std::string& text);
 
 // Parses and validates a spec; on any problem throws SpecError listing every problem found.
 JobSpec load_spec_file(const std::filesystem::path& file, const Overrides& overrides);

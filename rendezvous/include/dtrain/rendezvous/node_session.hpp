@@ -45,103 +45,50 @@
 #include <vector>
 
 #include "dtrain/rendezvous/client.hpp"
+#include "dtrain/rendezvous/membership.hpp"
 #include "dtrain/rendezvous/records.hpp"
 
 namespace dtrain::rdzv {
 
-struct NodeSessionOptions {
-  ClientOptions store;            // endpoint, token, run id, generation of the first join
-  std::string host;               // this node's host name (shown in tables and errors)
-  int node_rank = -1;             // from discovery; -1: the server assigns one
-  int slots = 1;                  // local workers
-  int instances = 1;              // nodes the job expects (an elastic job: at most)
-  int min_instances = 0;          // elastic: at least (0: exactly `instances`); node ranks are then
-                                  // assigned densely by the rendezvous and node_rank is a preference
-  std::chrono::milliseconds last_call{30000};  // elastic: the barrier closes this long after min joined
-  std::string spec_hash;          // every node must present the same (command, cluster, ...)
-  int master_port = 0;            // MASTER_PORT proposed if this node becomes node 0; 0: a free port
-  std::string advertise_addr;     // MASTER_ADDR if node 0; empty: our address on the store connection
-  std::chrono::milliseconds join_timeout{600000};
-  std::chrono::milliseconds heartbeat_interval{5000};
-  std::chrono::milliseconds heartbeat_timeout{15000};  // 0: never declare a node lost for silence
-  bool fetch_table = true;        // also fetch the full rank table after the barrier (N rows per
-                                  // node: turn off for thousands of nodes if only `self` is needed)
-};
-
-struct JoinResult {
-  JoinReply self;                 // node rank, world size, rank offset, MASTER_ADDR/PORT
-  std::vector<NodeEntry> table;   // every node by rank (when fetch_table)
-  int generation = 0;
-  std::string local_address;      // our IP toward the store (DTRAIN_LOCAL_ADDR)
-};
-
-struct JoinProgress {
-  bool reachable = true;          // false: the rendezvous does not answer yet (node 0 not up)
-  std::string endpoint;           // "host:port" of the rendezvous
-  std::string why;                // !reachable: the last connect error
-  int joined = 0;
-  int instances = 0;
-  std::string missing;            // "node 2", "1 more node(s)", ...
-  std::chrono::milliseconds elapsed{0};
-  std::chrono::milliseconds timeout{0};
-  // "waiting for nodes 2/3 (missing: node 2) 12 s / 600 s", or
-  // "waiting for the rendezvous at 10.0.0.1:29400 (not reachable yet) 12 s / 600 s"
-  std::string line() const;
-};
-
-using ProgressFn = std::function<void(const JoinProgress&)>;
-using EventFn = std::function<void(const Event&)>;
-
-// A node of the job (node >= 0, its host name in `host`) or the rendezvous itself (node -1, its
-// endpoint in `host`) was lost: an agent went silent or its connection closed without finishing.
-// The exit status of a lost node is exit_code::node_lost.
-class NodeLostError : public IoError {
- public:
-  NodeLostError(int node_rank, std::string host_name, const std::string& what)
-      : IoError(what), node(node_rank), host(std::move(host_name)) {}
-  int node;
-  std::string host;
-};
-
-class NodeSession {
+class NodeSession final : public Membership {
  public:
   explicit NodeSession(NodeSessionOptions opts);
-  ~NodeSession();  // stops the threads and closes the connections (no exit barrier)
+  ~NodeSession() override;  // stops the threads and closes the connections (no exit barrier)
   NodeSession(const NodeSession&) = delete;
   NodeSession& operator=(const NodeSession&) = delete;
 
-  JoinResult join(const ProgressFn& progress = {});
+  JoinResult join(const ProgressFn& progress = {}) override;
   // Stops monitoring, then joins again under `generation` (g+1 after a failure) as the same node
   // rank, with a fresh MASTER_PORT proposal: keys of the old generation are invisible to the new one.
-  JoinResult rejoin(int generation, const ProgressFn& progress = {});
+  JoinResult rejoin(int generation, const ProgressFn& progress = {}) override;
   // Any thread: the join or rejoin in progress, and every later one, throws Cancelled promptly
   // (while connecting, in the handshake or in the barrier). An established membership is untouched:
   // report_failure() and finish() still work. For an agent that stopped while waiting for the others.
-  void cancel_join();
+  void cancel_join() override;
   // Heartbeats every heartbeat_interval and watches job events; on_event as described above.
-  void start_monitoring(EventFn on_event);
-  void stop_monitoring();
+  void start_monitoring(EventFn on_event) override;
+  void stop_monitoring() override;
 
-  void set_local_state(std::string state, int running, int exited, int restarts);
+  void set_local_state(std::string state, int running, int exited, int restarts) override;
   // Where this node's workers are (the agent's hang diagnosis, one line per rank): stored with the
   // next heartbeat under progress_key(node rank) in this generation's keys, for `dtrain status`.
-  void set_progress(std::string text);
+  void set_progress(std::string text) override;
   static std::string progress_key(int node_rank);
   // Reports a failed worker; every agent (this one too) then sees a "failure" event.
-  void report_failure(int rank, int exit_code, int signal, const std::string& message);
+  void report_failure(int rank, int exit_code, int signal, const std::string& message) override;
   // Reports that this node stops on its own (a signal, a time limit, a hang) with `exit_code`;
   // every agent sees a "stopped" event whose message is `message` ("interrupted (SIGINT)").
-  void report_stop(int exit_code, int signal, const std::string& message);
+  void report_stop(int exit_code, int signal, const std::string& message) override;
   // Exit barrier, after this node's work succeeded. Returns nullopt once every node finished (the
   // node is "done": its disconnect is not a loss). Returns the failure event when another node's
   // failure ends the wait (or had already happened in this generation: the barrier cannot complete).
   // Throws NodeLostError for a lost node or rendezvous, TimeoutError naming the nodes that never
   // finished. Heartbeats stop at once; monitoring stops before it returns.
-  std::optional<Event> finish(std::chrono::milliseconds timeout);
+  std::optional<Event> finish(std::chrono::milliseconds timeout) override;
 
   // The first fatal event seen by this session in the current generation.
-  std::optional<Event> root_cause() const;
-  JoinResult result() const;
+  std::optional<Event> root_cause() const override;
+  JoinResult result() const override;
   // A store connection in this node's (run id, generation) scope, e.g. for the agent's own keys.
   TcpStore& store();
 

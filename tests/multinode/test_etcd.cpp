@@ -1,0 +1,127 @@
+// The etcd rendezvous backend end to end: `dtrain launch` processes of the real binary meet in an
+// etcd started by the test (tests/rendezvous/etcd/etcd_server.hpp), their workers' collectives
+// bootstrap from etcd, and node 0 can be lost without taking the job with it.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "../rendezvous/etcd/etcd_server.hpp"
+#include "multinode_util.hpp"
+
+using namespace mn;
+
+namespace {
+
+fs::path allreduce_worker() { return fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce"; }
+
+std::vector<std::string> etcd_args(const etcd_test::EtcdServer& etcd, const std::string& run,
+                                   std::vector<std::string> more = {}) {
+  std::vector<std::string> a{"--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoint(), "--rdzv-id", run, "--insecure"};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// The keys etcd holds under `prefix`, one per line (etcdctl).
+std::string etcd_keys(const etcd_test::EtcdServer& etcd, const std::string& prefix) {
+  std::string cmd = fmt::format("ETCDCTL_API=3 etcdctl --endpoints=http://{} get --prefix --keys-only '{}' 2>&1",
+                                etcd.endpoint(), prefix);
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+bool all_env(const Job& j, int ranks, int gen) {
+  return agent_test::wait_until([&] {
+    for (int r = 0; r < ranks; ++r)
+      if (!j.have_env(r, gen)) return false;
+    return true;
+  }, 60);
+}
+
+#define NEED(etcd)                                                                   \
+  if (!fs::exists(allreduce_worker())) {                                             \
+    MESSAGE("skipped: examples/c_allreduce is not built in this tree");             \
+    return;                                                                          \
+  }                                                                                  \
+  if (!(etcd).ok()) {                                                                \
+    MESSAGE("skipped: " << (etcd).skip_reason());                                    \
+    return;                                                                          \
+  }
+
+}  // namespace
+
+TEST_SUITE("agent::multinode::etcd") {
+
+TEST_CASE("two nodes meet in etcd; their workers' allreduce bootstraps from it; the run's keys are gone at the end") {
+  etcd_test::EtcdServer etcd;
+  NEED(etcd);
+  Job j(2, 2, fmt::format("exec '{}' --count 1000 --iters 2", allreduce_worker().string()));
+  Node n0 = j.node(0, etcd_args(etcd, "etcd-fixed")), n1 = j.node(1, etcd_args(etcd, "etcd-fixed"));
+  CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
+  CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+  std::string out = agent_test::slurp(n0.out) + agent_test::slurp(n1.out);
+  for (int r = 0; r < 4; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/4 ok", r)) != std::string::npos, out);
+  auto e = env_file(j.t.path / "env-3-0");
+  CHECK(e["DTRAIN_STORE_ADDR"] == "etcd://" + etcd.endpoint());
+  CHECK(e["DTRAIN_STORE_TOKEN"].empty());
+  CHECK(etcd_keys(etcd, "/dtrain/etcd-fixed/").find("/dtrain/") == std::string::npos);
+}
+
+TEST_CASE("under the etcd backend node 0's agent is killed mid-run: the other nodes of an elastic 2:4 job finish") {
+  etcd_test::EtcdServer etcd;
+  NEED(etcd);
+  std::string script = fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then '{0}' --count 1000 --iters 2 || exit 9; "
+                                   "exec sleep 60; fi; exec '{0}' --count 1000 --iters 2",
+                                   allreduce_worker().string());
+  Job j(R"({"min": 2, "max": 4})", 2, script, R"(, "batch": {"global": 24}, "restart": {"max_restarts": 2})");
+  auto args = etcd_args(etcd, "etcd-elastic", {"--set", "/rendezvous/last_call_s=3"});
+  Node n0 = j.node(0, args), n1 = j.node(1, args), n2 = j.node(2, args);
+  REQUIRE_MESSAGE(all_env(j, 6, 0), err_of(n0));
+  CHECK(env_file(j.t.path / "env-0-0")["DTRAIN_NODE_RANK"] == "0");  // n0 holds node rank 0
+  ::kill(n0.pid, SIGKILL);
+  CHECK(finish(n0, 10) == 128 + SIGKILL);
+  CHECK_MESSAGE(finish(n1, 90) == 0, err_of(n1));
+  CHECK_MESSAGE(finish(n2, 90) == 0, err_of(n2));
+  std::string out = agent_test::slurp(n1.out) + agent_test::slurp(n2.out);
+  for (int r = 0; r < 4; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/4 ok", r)) != std::string::npos, out);
+  for (int r = 0; r < 4; ++r) {
+    auto e = env_file(j.t.path / fmt::format("env-{}-1", r));
+    CAPTURE(r);
+    CHECK(e["WORLD_SIZE"] == "4");
+    CHECK(e["DTRAIN_NNODES"] == "2");
+    CHECK(e["DTRAIN_PER_REPLICA_BATCH"] == "6");
+  }
+  std::string e1 = err_of(n1);
+  CHECK_MESSAGE(e1.find("node 0") != std::string::npos, e1);
+  CHECK_MESSAGE(e1.find("the elastic job goes on with the nodes left") != std::string::npos, e1);
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("under the etcd backend a fixed job that loses node 0 ends with 69 naming node 0, not the rendezvous") {
+  etcd_test::EtcdServer etcd;
+  NEED(etcd);
+  Job j(2, 1, "exec sleep 60");
+  Node n0 = j.node(0, etcd_args(etcd, "etcd-lost")), n1 = j.node(1, etcd_args(etcd, "etcd-lost"));
+  REQUIRE_MESSAGE(all_env(j, 2, 0), err_of(n1));
+  ::kill(n0.pid, SIGKILL);
+  CHECK(finish(n0, 10) == 128 + SIGKILL);
+  CHECK(finish(n1, 30) == 69);
+  std::string e1 = err_of(n1);
+  CHECK_MESSAGE(e1.find("node 0 (") != std::string::npos, e1);
+  CHECK_MESSAGE(e1.find("lost the rendezvous") == std::string::npos, e1);
+  CHECK(j.no_workers_left());
+}
+
+TEST_CASE("a multi-node job at etcd with neither TLS nor etcd users is refused without --insecure (2)") {
+  Job j(2, 1, "true");
+  Node n = start(j.t, "node0", {j.job, "--node-rank", "0", "--no-progress", "--rdzv-backend", "etcd",
+                                "--rdzv-endpoint", "127.0.0.1:2379"});
+  CHECK(finish(n, 30) == 2);
+  std::string e = err_of(n);
+  CHECK_MESSAGE(e.find("neither TLS nor etcd authentication") != std::string::npos, e);
+}
+}
