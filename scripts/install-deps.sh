@@ -13,6 +13,8 @@ packages=(
   clang libclang-rt-dev        # libFuzzer targets (fuzz/, the fuzz preset)
   python3-torch                # the torchrun-style launch of a real PyTorch DDP script (tests/examples), gloo peer of bench/run-all.sh
   python3-matplotlib           # bench/run-all.sh: the busbw-vs-size plot (bench/allreduce-busbw.png)
+  libcurl4-openssl-dev         # the etcd rendezvous backend (rendezvous/etcd: etcd's v3 JSON gateway over HTTP/TLS)
+  etcd-server etcd-client      # a real etcd (and etcdctl) that the etcd backend's tests start on loopback
 )
 
 missing=()

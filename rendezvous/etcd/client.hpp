@@ -85,6 +85,8 @@ struct WatchEvent {
 // byte below 0xff incremented and the rest dropped).
 std::string prefix_end(std::string_view prefix);
 
+class Session;  // internal (session.hpp)
+
 class Client {
  public:
   explicit Client(Options opts);  // does not connect yet
@@ -112,6 +114,8 @@ class Client {
   std::string local_address();
 
  private:
+  friend class Watch;  // a watch opened through a client shares its endpoint and token
+  std::shared_ptr<Session> session() const;
   struct Impl;
   Options opts_;
   std::unique_ptr<Impl> impl_;
@@ -120,7 +124,12 @@ class Client {
 // A watch of [key, range_end) from start_revision (0: from now): events in revision order.
 class Watch {
  public:
+  // Returns once etcd confirmed the watch ("created"); throws as a Client call does (IoError,
+  // AuthError, TimeoutError after options.request_timeout) and IoError when etcd cancels it at once
+  // (start_revision already compacted).
   Watch(const Options& opts, std::string key, std::string range_end, std::int64_t start_revision);
+  // The same through a client: its endpoint, TLS files and token (no authentication of its own).
+  Watch(Client& client, std::string key, std::string range_end, std::int64_t start_revision);
   ~Watch();
   Watch(const Watch&) = delete;
   Watch& operator=(const Watch&) = delete;
@@ -129,7 +138,8 @@ class Watch {
   // none came). Throws IoError when the stream ends (etcd gone, the revision compacted) or after
   // close().
   std::vector<WatchEvent> next(std::chrono::milliseconds timeout);
-  void close();  // any thread: a next() in progress returns promptly
+  void close();  // any thread: a next() in progress returns promptly (throwing IoError)
+  bool closed() const;  // close() was called (tells a closed watch's IoError from a lost etcd)
 
  private:
   struct Impl;
