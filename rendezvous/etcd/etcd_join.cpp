@@ -18,7 +18,7 @@ using rdzv::JoinError;
 using rdzv::JoinRequest;
 using rdzv::Refused;
 using std::chrono::milliseconds;
-using wire::ErrorCode;
+using rdzv::wire::ErrorCode;
 
 namespace {
 
@@ -203,7 +203,7 @@ std::optional<rdzv::JoinResult> JoinRun::attempt(std::int64_t g) {
   RangeResult& snap = both.ranges.at(0);
   std::optional<std::pair<std::string, std::int64_t>> written;  // a table another node wrote, and its revision
   if (const auto& tk = both.ranges.at(1).kvs; !tk.empty()) written.emplace(tk[0].value, tk[0].mod_revision);
-  auto watch = std::make_shared<Watch>(client.options(), k.generation(g), prefix_end(k.generation(g)), both.revision + 1);
+  auto watch = std::make_shared<Watch>(client, k.generation(g), prefix_end(k.generation(g)), both.revision + 1);
   {
     std::lock_guard lock(s_.mu_);
     s_.joining_watch_ = watch;
@@ -302,6 +302,11 @@ std::int64_t JoinRun::move_on(std::int64_t g, const Table& t) {
   }
   s_.raise_generation(g + 1);
   return g + 1;
+}
+
+rdzv::JoinResult EtcdSession::run_join(std::int64_t generation, const rdzv::ProgressFn& progress) {
+  JoinRun run(*this, progress);
+  return run.run(generation);
 }
 
 }  // namespace dtrain::etcd

@@ -2,6 +2,8 @@
 // is in etcd_join.cpp.
 #include "etcd_session.hpp"
 
+#include <utility>
+
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 
@@ -122,7 +124,7 @@ void EtcdSession::start_monitoring(rdzv::EventFn on_event) {
     g = result_.generation;
     from = table_revision_ + 1;
   }
-  auto w = std::make_shared<Watch>(client_->options(), keys_.generation(g), prefix_end(keys_.generation(g)), from);
+  auto w = std::make_shared<Watch>(*client_, keys_.generation(g), prefix_end(keys_.generation(g)), from);
   std::lock_guard lock(mu_);
   on_event_ = std::move(on_event);
   watch_ = w;
@@ -264,8 +266,7 @@ void EtcdSession::report_stop(int exit_code, int signal, const std::string& mess
 rdzv::JoinResult EtcdSession::join(const rdzv::ProgressFn& progress) {
   stop_monitoring();
   end_lease();  // a second join replaces the first membership
-  JoinRun run(*this, progress);
-  rdzv::JoinResult r = run.run(opts_.store.generation);
+  rdzv::JoinResult r = run_join(opts_.store.generation, progress);
   opts_.store.generation = r.generation;
   {
     std::lock_guard lock(mu_);

@@ -51,6 +51,7 @@ class EtcdSession final : public rdzv::Membership {
 
  private:
   friend class JoinRun;  // etcd_join.cpp: one join barrier
+  rdzv::JoinResult run_join(std::int64_t generation, const rdzv::ProgressFn& progress);  // etcd_join.cpp
   std::int64_t target_generation(std::int64_t wanted);
   void raise_generation(std::int64_t to);
   void start_lease();
