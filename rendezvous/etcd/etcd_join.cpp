@@ -37,7 +37,13 @@ class JoinRun {
   rdzv::JoinResult run(std::int64_t generation);
 
  private:
+  using Written = std::optional<std::pair<std::string, std::int64_t>>;  // a table's text and revision
+
   std::optional<rdzv::JoinResult> attempt(std::int64_t g);
+  JoinRequest request() const;
+  std::shared_ptr<Watch> enter(std::int64_t g, Written& written);
+  std::optional<rdzv::JoinResult> wait(std::int64_t g, Watch& watch, Written& written);
+  void leave();
   std::int64_t move_on(std::int64_t g, const Table& t);
   void add_member(const std::string& id, const JoinRequest& r);
   void remove_member(const std::string& id);
@@ -80,13 +86,17 @@ void JoinRun::check_cancelled() {
   if (s_.join_cancelled_) throw rdzv::Cancelled(fmt::format("joining the rendezvous at etcd {}: cancelled", s_.endpoint()));
 }
 
-// Leaves generation g_ (our request would otherwise count in its barrier) and throws.
-void JoinRun::refuse(ErrorCode code, const std::string& what) {
+// Takes our request out of generation g_'s barrier, where it would otherwise count.
+void JoinRun::leave() {
   try {
-    if (g_ >= 0 && s_.lease_ != 0) s_.client_->erase(s_.keys_.node(g_, s_.lease_));
+    if (s_.lease_ != 0) s_.client_->erase(s_.keys_.node(g_, s_.lease_));
   } catch (const Error&) {
     // the lease's end removes it too
   }
+}
+
+void JoinRun::refuse(ErrorCode code, const std::string& what) {
+  leave();
   throw JoinError(code, what);
 }
 
@@ -177,36 +187,52 @@ rdzv::JoinResult JoinRun::result_for(std::int64_t g, const Table& t, const Table
   return r;
 }
 
-std::optional<rdzv::JoinResult> JoinRun::attempt(std::int64_t g) {
+rdzv::JoinRequest JoinRun::request() const {
+  const auto& o = s_.opts_;
+  JoinRequest r;
+  r.host = o.host;
+  r.requested = o.node_rank;
+  r.slots = o.slots;
+  r.instances = o.instances;
+  r.spec_hash = o.spec_hash;
+  r.addr = o.advertise_addr.empty() ? local_ : o.advertise_addr;
+  r.master_port = o.master_port > 0 ? o.master_port : net::pick_free_port(r.addr);
+  r.heartbeat_timeout_ms = o.heartbeat_timeout.count();
+  r.min_instances = o.min_instances;
+  r.last_call_ms = o.last_call.count();
+  return r;
+}
+
+// Puts our request into generation g's barrier and reads the requests so far (and a table written
+// since we looked) at one revision; the watch goes on from it.
+std::shared_ptr<Watch> JoinRun::enter(std::int64_t g, Written& written) {
   const Keys& k = s_.keys_;
   auto& client = *s_.client_;
-  g_ = g;
-  me_ = {};
-  me_.host = s_.opts_.host;
-  me_.requested = s_.opts_.node_rank;
-  me_.slots = s_.opts_.slots;
-  me_.instances = s_.opts_.instances;
-  me_.spec_hash = s_.opts_.spec_hash;
-  me_.addr = s_.opts_.advertise_addr.empty() ? local_ : s_.opts_.advertise_addr;
-  me_.master_port = s_.opts_.master_port > 0 ? s_.opts_.master_port : net::pick_free_port(me_.addr);
-  me_.heartbeat_timeout_ms = s_.opts_.heartbeat_timeout.count();
-  me_.min_instances = s_.opts_.min_instances;
-  me_.last_call_ms = s_.opts_.last_call.count();
+  client.put(k.node(g, s_.lease_), encode_request(me_), s_.lease_);
+  TxnResult both = client.txn({}, {Op::range(k.nodes(g), prefix_end(k.nodes(g))), Op::range(k.table(g))});
+  if (const auto& tk = both.ranges.at(1).kvs; !tk.empty()) written.emplace(tk[0].value, tk[0].mod_revision);
+  auto watch = std::make_shared<Watch>(client, k.generation(g), prefix_end(k.generation(g)), both.revision + 1);
+  barrier_ = std::make_unique<rdzv::JoinBarrier>();
+  members_.clear();
+  requests_.clear();
+  auto& kvs = both.ranges.at(0).kvs;
+  std::sort(kvs.begin(), kvs.end(), [](const auto& a, const auto& b) { return a.create_revision < b.create_revision; });
+  for (const auto& kv : kvs) add_member(last_part(kv.key), decode_request(kv.value));
+  return watch;
+}
 
-  if (auto t = client.range(k.table(g)); !t.kvs.empty()) {
+std::optional<rdzv::JoinResult> JoinRun::attempt(std::int64_t g) {
+  g_ = g;
+  me_ = request();
+  if (auto t = s_.client_->range(s_.keys_.table(g)); !t.kvs.empty()) {
     g_ = move_on(g, decode_table(t.kvs[0].value));
     return std::nullopt;
   }
-  client.put(k.node(g, s_.lease_), encode_request(me_), s_.lease_);
-  // the requests so far and a table written since we looked, at one revision; the watch goes on from it
-  TxnResult both = client.txn({}, {Op::range(k.nodes(g), prefix_end(k.nodes(g))), Op::range(k.table(g))});
-  RangeResult& snap = both.ranges.at(0);
-  std::optional<std::pair<std::string, std::int64_t>> written;  // a table another node wrote, and its revision
-  if (const auto& tk = both.ranges.at(1).kvs; !tk.empty()) written.emplace(tk[0].value, tk[0].mod_revision);
-  auto watch = std::make_shared<Watch>(client, k.generation(g), prefix_end(k.generation(g)), both.revision + 1);
+  Written written;
+  auto watch = enter(g, written);
   {
     std::lock_guard lock(s_.mu_);
-    s_.joining_watch_ = watch;
+    s_.joining_watch_ = watch;  // cancel_join() closes it
   }
   struct Unregister {
     EtcdSession& s;
@@ -215,12 +241,12 @@ std::optional<rdzv::JoinResult> JoinRun::attempt(std::int64_t g) {
       s.joining_watch_.reset();
     }
   } unregister{s_};
-  barrier_ = std::make_unique<rdzv::JoinBarrier>();
-  members_.clear();
-  requests_.clear();
-  std::sort(snap.kvs.begin(), snap.kvs.end(), [](const auto& a, const auto& b) { return a.create_revision < b.create_revision; });
-  for (const auto& kv : snap.kvs) add_member(last_part(kv.key), decode_request(kv.value));
+  return wait(g, *watch, written);
+}
 
+// Until a table closes generation g (ours, or the one another node wrote first), or the deadline.
+std::optional<rdzv::JoinResult> JoinRun::wait(std::int64_t g, Watch& watch, Written& written) {
+  const Keys& k = s_.keys_;
   for (;;) {
     check_cancelled();
     Table t;
@@ -231,26 +257,23 @@ std::optional<rdzv::JoinResult> JoinRun::attempt(std::int64_t g) {
     } else if (barrier_->ready(Clock::now())) {
       t = close_barrier(g, revision);
     }
-    if (!t.rows.empty() || written) {
+    if (!t.rows.empty()) {
       if (const Table::Row* row = t.find(my_id_)) return result_for(g, t, *row, revision);
-      client.erase(k.node(g, s_.lease_));  // closed without us
+      leave();  // closed without us
       g_ = move_on(g, t);
       return std::nullopt;
     }
     auto now = Clock::now();
     if (now >= deadline_) {
       std::string text = barrier_->missing_text();
-      try {
-        client.erase(k.node(g, s_.lease_));
-      } catch (const Error&) {
-      }
+      leave();
       throw TimeoutError(fmt::format("join timed out after {:g} s: {} of {} nodes joined; {}",
                                      double(s_.opts_.join_timeout.count()) / 1000.0, barrier_->joined(),
                                      barrier_->instances(), text));
     }
     report(true, {});
-    auto wait = std::min<milliseconds>(kProgressEvery, std::chrono::duration_cast<milliseconds>(deadline_ - now) + milliseconds(1));
-    for (const auto& ev : watch->next(wait)) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline_ - now) + milliseconds(1);
+    for (const auto& ev : watch.next(std::min<milliseconds>(kProgressEvery, left))) {
       const std::string& key = ev.kv.key;
       if (key == k.table(g) && ev.type == WatchEvent::Type::put) written.emplace(ev.kv.value, ev.kv.mod_revision);
       if (key.rfind(k.nodes(g), 0) != 0) continue;

@@ -3,8 +3,6 @@
 // bootstrap from etcd, and node 0 can be lost without taking the job with it.
 #include <doctest/doctest.h>
 
-#include <cstdio>
-
 #include "../rendezvous/etcd/etcd_server.hpp"
 #include "multinode_util.hpp"
 
@@ -14,23 +12,17 @@ namespace {
 
 fs::path allreduce_worker() { return fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce"; }
 
-std::vector<std::string> etcd_args(const etcd_test::EtcdServer& etcd, const std::string& run,
+std::vector<std::string> etcd_args(const etcdtest::EtcdServer& etcd, const std::string& run,
                                    std::vector<std::string> more = {}) {
   std::vector<std::string> a{"--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoint(), "--rdzv-id", run, "--insecure"};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }
 
-// The keys etcd holds under `prefix`, one per line (etcdctl).
-std::string etcd_keys(const etcd_test::EtcdServer& etcd, const std::string& prefix) {
-  std::string cmd = fmt::format("ETCDCTL_API=3 etcdctl --endpoints=http://{} get --prefix --keys-only '{}' 2>&1",
-                                etcd.endpoint(), prefix);
+// The keys etcd holds under `prefix`, one per line.
+std::string etcd_keys(const etcdtest::EtcdServer& etcd, const std::string& prefix) {
   std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    ::pclose(p);
-  }
+  CHECK(etcd.etcdctl("get --prefix --keys-only " + prefix, &out) == 0);
   return out;
 }
 
@@ -42,22 +34,19 @@ bool all_env(const Job& j, int ranks, int gen) {
   }, 60);
 }
 
-#define NEED(etcd)                                                                   \
-  if (!fs::exists(allreduce_worker())) {                                             \
-    MESSAGE("skipped: examples/c_allreduce is not built in this tree");             \
-    return;                                                                          \
-  }                                                                                  \
-  if (!(etcd).ok()) {                                                                \
-    MESSAGE("skipped: " << (etcd).skip_reason());                                    \
-    return;                                                                          \
-  }
+#define NEED(etcd)                                                       \
+  if (!fs::exists(allreduce_worker())) {                                 \
+    MESSAGE("skipped: examples/c_allreduce is not built in this tree"); \
+    return;                                                              \
+  }                                                                      \
+  ETCD_OR_SKIP(etcd)
 
 }  // namespace
 
 TEST_SUITE("agent::multinode::etcd") {
 
 TEST_CASE("two nodes meet in etcd; their workers' allreduce bootstraps from it; the run's keys are gone at the end") {
-  etcd_test::EtcdServer etcd;
+  etcdtest::EtcdServer etcd;
   NEED(etcd);
   Job j(2, 2, fmt::format("exec '{}' --count 1000 --iters 2", allreduce_worker().string()));
   Node n0 = j.node(0, etcd_args(etcd, "etcd-fixed")), n1 = j.node(1, etcd_args(etcd, "etcd-fixed"));
@@ -72,7 +61,7 @@ TEST_CASE("two nodes meet in etcd; their workers' allreduce bootstraps from it; 
 }
 
 TEST_CASE("under the etcd backend node 0's agent is killed mid-run: the other nodes of an elastic 2:4 job finish") {
-  etcd_test::EtcdServer etcd;
+  etcdtest::EtcdServer etcd;
   NEED(etcd);
   std::string script = fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then '{0}' --count 1000 --iters 2 || exit 9; "
                                    "exec sleep 60; fi; exec '{0}' --count 1000 --iters 2",
@@ -102,7 +91,7 @@ TEST_CASE("under the etcd backend node 0's agent is killed mid-run: the other no
 }
 
 TEST_CASE("under the etcd backend a fixed job that loses node 0 ends with 69 naming node 0, not the rendezvous") {
-  etcd_test::EtcdServer etcd;
+  etcdtest::EtcdServer etcd;
   NEED(etcd);
   Job j(2, 1, "exec sleep 60");
   Node n0 = j.node(0, etcd_args(etcd, "etcd-lost")), n1 = j.node(1, etcd_args(etcd, "etcd-lost"));
