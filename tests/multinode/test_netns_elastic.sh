@@ -102,10 +102,11 @@ if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
   echo "SKIPPED (case 2): etcd is not installed (etcd-server, etcd-client; scripts/install-deps.sh)"
 else
   ep="$(addr 3):2379"
-  bash "$netns" exec "$prefix" 3 etcd --name n3 --data-dir "$tmp/etcd" --listen-client-urls "http://$ep" \
+  # not a job of this shell: `netns.sh down` kills it with the namespaces
+  (bash "$netns" exec "$prefix" 3 etcd --name n3 --data-dir "$tmp/etcd" --listen-client-urls "http://$ep" \
     --advertise-client-urls "http://$ep" --listen-peer-urls http://127.0.0.1:2380 \
     --initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster n3=http://127.0.0.1:2380 \
-    >"$tmp/etcd.log" 2>&1 </dev/null &
+    >"$tmp/etcd.log" 2>&1 </dev/null &)
   up=0
   for _ in $(seq 100); do
     if bash "$netns" exec "$prefix" 0 env ETCDCTL_API=3 etcdctl --endpoints "http://$ep" endpoint health >/dev/null 2>&1; then up=1; break; fi

@@ -38,10 +38,8 @@ NodeSessionOptions node_opts(const std::string& run, int instances, int rank, co
   return o;
 }
 
-std::unique_ptr<EtcdSession> session(const etcd_test::EtcdServer& etcd, const NodeSessionOptions& o) {
-  Options c;
-  c.endpoint = etcd.endpoint();
-  return std::make_unique<EtcdSession>(std::make_shared<Client>(c), o);
+std::unique_ptr<EtcdSession> session(const etcdtest::EtcdServer& etcd, const NodeSessionOptions& o) {
+  return std::make_unique<EtcdSession>(std::make_shared<Client>(etcd.options()), o);
 }
 
 struct Events {
@@ -75,18 +73,12 @@ std::vector<JoinResult> join_all(std::vector<std::unique_ptr<EtcdSession>>& sess
   return out;
 }
 
-#define NEED_ETCD(etcd)                                   \
-  if (!(etcd).ok()) {                                     \
-    MESSAGE("skipped: " << (etcd).skip_reason());         \
-    return;                                               \
-  }
-
 }  // namespace
 
 TEST_SUITE("etcd::session") {
   TEST_CASE("three nodes join through etcd and get one rank table; the exit barrier ends the run's keys") {
-    etcd_test::EtcdServer etcd;
-    NEED_ETCD(etcd);
+    etcdtest::EtcdServer etcd;
+    ETCD_OR_SKIP(etcd);
     std::vector<std::unique_ptr<EtcdSession>> s;
     s.push_back(session(etcd, node_opts("r1", 3, 2, "h2")));
     s.push_back(session(etcd, node_opts("r1", 3, -1, "hx")));
@@ -110,14 +102,12 @@ TEST_SUITE("etcd::session") {
     std::vector<std::future<std::optional<Event>>> done;
     for (auto& x : s) done.push_back(std::async(std::launch::async, [&x] { return x->finish(10s); }));
     for (auto& d : done) CHECK_FALSE(d.get().has_value());
-    Options c;
-    c.endpoint = etcd.endpoint();
-    CHECK(Client(c).range_prefix("/dtrain/r1/").kvs.empty());  // node 0 removed the run's keys
+    CHECK(Client(etcd.options()).range_prefix("/dtrain/r1/").kvs.empty());  // node 0 removed the run's keys
   }
 
   TEST_CASE("a failure reported by one node reaches every node, and all name the same root cause") {
-    etcd_test::EtcdServer etcd;
-    NEED_ETCD(etcd);
+    etcdtest::EtcdServer etcd;
+    ETCD_OR_SKIP(etcd);
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts("r2", 3, i, fmt::format("h{}", i))));
     join_all(s);
@@ -141,8 +131,8 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("a node that goes away without finishing is lost once its lease ends; a node that finished is not") {
-    etcd_test::EtcdServer etcd;
-    NEED_ETCD(etcd);
+    etcdtest::EtcdServer etcd;
+    ETCD_OR_SKIP(etcd);
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts("r3", 3, i, fmt::format("h{}", i))));
     join_all(s);
@@ -159,8 +149,8 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("a node of another job, and two nodes asking for one rank, are refused by name") {
-    etcd_test::EtcdServer etcd;
-    NEED_ETCD(etcd);
+    etcdtest::EtcdServer etcd;
+    ETCD_OR_SKIP(etcd);
     auto a = session(etcd, node_opts("r4", 2, 0, "a"));
     auto o = node_opts("r4", 2, 1, "b");
     o.spec_hash = "command=train\nprocs_per_instance=4";
@@ -181,8 +171,8 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("an elastic 2:3 job closes with two after the last call; a third node moves it to generation 1") {
-    etcd_test::EtcdServer etcd;
-    NEED_ETCD(etcd);
+    etcdtest::EtcdServer etcd;
+    ETCD_OR_SKIP(etcd);
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 2; ++i) s.push_back(session(etcd, node_opts("r6", 3, -1, fmt::format("h{}", i), 2)));
     auto r = join_all(s);
@@ -207,14 +197,12 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("with etcd not there a join reports it unreachable and gives up after the join timeout") {
-    etcd_test::EtcdServer etcd;
-    NEED_ETCD(etcd);
-    std::string ep = etcd.endpoint();
+    etcdtest::EtcdServer etcd;
+    ETCD_OR_SKIP(etcd);
     etcd.kill();
     auto o = node_opts("r7", 2, 0, "h0");
     o.join_timeout = 2s;
-    Options c;
-    c.endpoint = ep;
+    Options c = etcd.options();
     c.connect_timeout = 500ms;
     c.request_timeout = 500ms;
     EtcdSession s(std::make_shared<Client>(c), o);
