@@ -125,8 +125,9 @@ class Client {
 class Watch {
  public:
   // Returns once etcd confirmed the watch ("created"); throws as a Client call does (IoError,
-  // AuthError, TimeoutError after options.request_timeout) and IoError when etcd cancels it at once
-  // (start_revision already compacted).
+  // AuthError, TimeoutError after options.request_timeout). A start_revision that etcd already
+  // compacted away is reported by the first next() (IoError naming the compacted revision): etcd
+  // confirms such a watch and cancels it just after.
   Watch(const Options& opts, std::string key, std::string range_end, std::int64_t start_revision);
   // The same through a client: its endpoint, TLS files and token (no authentication of its own).
   Watch(Client& client, std::string key, std::string range_end, std::int64_t start_revision);

@@ -25,8 +25,11 @@ int poll_ms(Clock::duration left) {
   return int(std::clamp<std::int64_t>(ms, 0, 3600000));
 }
 
-bool mentions_token(const std::string& reason) {
-  return reason.find("Unauthenticated") != std::string::npos || reason.find("invalid auth token") != std::string::npos;
+// The gRPC code in a cancel_reason such as "rpc error: code = Unauthenticated desc = etcdserver: ...".
+int code_in(const std::string& reason) {
+  if (reason.find("code = Unauthenticated") != std::string::npos) return int(gw::Code::unauthenticated);
+  if (reason.find("code = PermissionDenied") != std::string::npos) return int(gw::Code::permission_denied);
+  return 2;
 }
 
 }  // namespace
@@ -116,8 +119,8 @@ bool Watch::Impl::absorb(const json& m) {
   const json& r = m.contains("result") ? m["result"] : m;
   if (r.value("canceled", false)) {
     std::string reason = r.value("cancel_reason", std::string());
-    if (mentions_token(reason) || reason.find("PermissionDenied") != std::string::npos)
-      session->throw_reply(kPath, gw::ErrorReply{int(gw::Code::unauthenticated), reason});
+    gw::ErrorReply e{code_in(reason), reason};
+    if (gw::token_invalid(e) || gw::auth_refused(e)) session->throw_reply(kPath, e);  // AuthError
     if (std::int64_t compacted = gw::i64(r, "compact_revision"); compacted > 0)
       throw IoError(fmt::format("{} from revision {} was cancelled: etcd compacted its history up to revision {}; "
                                 "read the keys again and watch from a current revision",
