@@ -203,12 +203,13 @@ rdzv::JoinRequest JoinRun::request() const {
   return r;
 }
 
-// Puts our request into generation g's barrier and reads the requests so far (and a table written
-// since we looked) at one revision; the watch goes on from it.
+// Reads generation g's requests (and a table written since we looked) at one revision, puts ours,
+// and watches from that revision: our own request comes back through the watch, in etcd's order, so
+// every request that was there before ours is seen before it, even one taken back at once (a node
+// that our request makes refuse the job).
 std::shared_ptr<Watch> JoinRun::enter(std::int64_t g, Written& written) {
   const Keys& k = s_.keys_;
   auto& client = *s_.client_;
-  client.put(k.node(g, s_.lease_), encode_request(me_), s_.lease_);
   TxnResult both = client.txn({}, {Op::range(k.nodes(g), prefix_end(k.nodes(g))), Op::range(k.table(g))});
   if (const auto& tk = both.ranges.at(1).kvs; !tk.empty()) written.emplace(tk[0].value, tk[0].mod_revision);
   auto watch = std::make_shared<Watch>(client, k.generation(g), prefix_end(k.generation(g)), both.revision + 1);
@@ -218,6 +219,7 @@ std::shared_ptr<Watch> JoinRun::enter(std::int64_t g, Written& written) {
   auto& kvs = both.ranges.at(0).kvs;
   std::sort(kvs.begin(), kvs.end(), [](const auto& a, const auto& b) { return a.create_revision < b.create_revision; });
   for (const auto& kv : kvs) add_member(last_part(kv.key), decode_request(kv.value));
+  client.put(k.node(g, s_.lease_), encode_request(me_), s_.lease_);
   return watch;
 }
 

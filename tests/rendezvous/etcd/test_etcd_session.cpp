@@ -79,6 +79,7 @@ TEST_SUITE("etcd::session") {
   TEST_CASE("three nodes join through etcd and get one rank table; the exit barrier ends the run's keys") {
     etcdtest::EtcdServer etcd;
     ETCD_OR_SKIP(etcd);
+    std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
     s.push_back(session(etcd, node_opts("r1", 3, 2, "h2")));
     s.push_back(session(etcd, node_opts("r1", 3, -1, "hx")));
@@ -97,7 +98,6 @@ TEST_SUITE("etcd::session") {
       CHECK(x.table[1].host == "hx");
     }
     CHECK(r[0].self.rank_offset == 4);
-    std::vector<Events> ev(3);
     for (int i = 0; i < 3; ++i) s[i]->start_monitoring(ev[i].fn());
     std::vector<std::future<std::optional<Event>>> done;
     for (auto& x : s) done.push_back(std::async(std::launch::async, [&x] { return x->finish(10s); }));
@@ -108,10 +108,10 @@ TEST_SUITE("etcd::session") {
   TEST_CASE("a failure reported by one node reaches every node, and all name the same root cause") {
     etcdtest::EtcdServer etcd;
     ETCD_OR_SKIP(etcd);
+    std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts("r2", 3, i, fmt::format("h{}", i))));
     join_all(s);
-    std::vector<Events> ev(3);
     for (int i = 0; i < 3; ++i) s[i]->start_monitoring(ev[i].fn());
     s[1]->report_failure(3, 7, 0, "loss is NaN");
     s[2]->report_stop(130, 2, "interrupted (SIGINT)");
@@ -133,10 +133,10 @@ TEST_SUITE("etcd::session") {
   TEST_CASE("a node that goes away without finishing is lost once its lease ends; a node that finished is not") {
     etcdtest::EtcdServer etcd;
     ETCD_OR_SKIP(etcd);
+    std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts("r3", 3, i, fmt::format("h{}", i))));
     join_all(s);
-    std::vector<Events> ev(3);
     for (int i = 0; i < 3; ++i) s[i]->start_monitoring(ev[i].fn());
     s[0].reset();  // node 0 gone (its lease revoked: as a lease that expires)
     for (int i = 1; i < 3; ++i) {
@@ -173,12 +173,12 @@ TEST_SUITE("etcd::session") {
   TEST_CASE("an elastic 2:3 job closes with two after the last call; a third node moves it to generation 1") {
     etcdtest::EtcdServer etcd;
     ETCD_OR_SKIP(etcd);
+    std::vector<Events> ev(2);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 2; ++i) s.push_back(session(etcd, node_opts("r6", 3, -1, fmt::format("h{}", i), 2)));
     auto r = join_all(s);
     CHECK(r[0].self.nnodes == 2);
     CHECK(r[0].self.node_rank + r[1].self.node_rank == 1);
-    std::vector<Events> ev(2);
     for (int i = 0; i < 2; ++i) s[i]->start_monitoring(ev[i].fn());
     auto third = session(etcd, node_opts("r6", 3, -1, "h2", 2));
     auto f3 = std::async(std::launch::async, [&] { return third->join(); });
