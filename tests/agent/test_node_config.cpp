@@ -2,6 +2,8 @@
 // the rank table turned into this node's plan.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include "dtrain/common/errors.hpp"
 #include "node_config.hpp"
 
@@ -135,6 +137,28 @@ TEST_CASE("the rank table becomes this node's plan and store settings") {
   CHECK(o.master_port == 4100);
   CHECK(o.external_start);
   CHECK(o.plan_json.find("\"world_size\": 5") != std::string::npos);
+}
+
+TEST_CASE("the etcd backend: TLS or etcd users instead of the token, absolute paths, and the workers' store in etcd") {
+  auto p = plan_of(2, 3, "10.0.0.5:2379");
+  p.spec.rendezvous.backend = "etcd";
+  CHECK_THROWS_WITH_AS(node_config(p, std::nullopt, false, "tok"), doctest::Contains("neither TLS nor etcd authentication"),
+                       ConfigError);  // the dtrain token does not reach etcd
+  CHECK_NOTHROW(node_config(p, std::nullopt, true, ""));
+  p.spec.rendezvous.etcd.cacert = "certs/ca.pem";
+  NodeConfig c = node_config(p, std::nullopt, false, "");
+  REQUIRE(c.etcd);
+  CHECK(c.where() == "etcd at 10.0.0.5:2379");
+  CHECK(c.etcd->endpoint == "10.0.0.5:2379");
+  CHECK(c.etcd->cacert == (std::filesystem::current_path() / "certs/ca.pem").string());
+  CHECK(c.etcd->cert.empty());
+  AgentOptions o;
+  o.plan = p;
+  apply_rank_table(o, table_of_two(), c);
+  CHECK(o.store_addr == "etcd://10.0.0.5:2379");
+  CHECK(o.store_token.empty());
+  CHECK(o.store_env["DTRAIN_ETCD_CACERT"] == c.etcd->cacert);
+  CHECK(o.store_env.count("DTRAIN_ETCD_PASSWORD_FILE") == 1);
 }
 
 TEST_CASE("a re-join must give this node the same place in the job") {

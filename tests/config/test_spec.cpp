@@ -204,6 +204,29 @@ TEST_SUITE("config::spec") {
     CHECK(has_problem(ps, "--nproc-per-node", "out of range"));
   }
 
+  TEST_CASE("the etcd backend needs an endpoint; its TLS and user fields come in pairs and only with it") {
+    JobSpec s = load_spec_text(R"({"command": ["a"], "rendezvous": {"backend": "etcd", "endpoint": "e:2379",
+        "etcd": {"cacert": "ca.pem", "cert": "c.pem", "key": "k.pem", "user": "u", "password_file": "p"}}})");
+    CHECK(s.rendezvous.backend == "etcd");
+    CHECK(s.rendezvous.etcd.tls());
+    CHECK(s.rendezvous.etcd.password_file == "p");
+    auto ps = problems_of(R"({"command": ["a"], "rendezvous": {"backend": "etcd", "etcd": {"cert": "c", "user": "u"}}})");
+    INFO(dump(ps));
+    CHECK(has_problem(ps, "/rendezvous/endpoint", "unset, but rendezvous.backend is \"etcd\""));
+    CHECK(has_problem(ps, "/rendezvous/etcd/key", "needs both cert and key"));
+    CHECK(has_problem(ps, "/rendezvous/etcd/password_file", "needs both user and password_file"));
+    ps = problems_of(R"({"command": ["a"], "rendezvous": {"etcd": {"cacert": "ca"}}})");
+    CHECK(has_problem(ps, "/rendezvous/etcd", "rendezvous.backend is \"builtin\""));
+    ps = problems_of(R"({"command": ["a"], "rendezvous": {"backend": "consul"}})");
+    CHECK(has_problem(ps, "/rendezvous/backend", "is not a rendezvous backend"));
+    Overrides o;
+    set_rdzv_backend(o, "etcd");
+    o.rdzv = "e:2379";
+    CHECK(load_spec_text(R"({"command": ["a"]})", o).rendezvous.backend == "etcd");
+    set_rdzv_backend(o, "c10d");
+    CHECK(load_spec_text(R"({"command": ["a"]})", o).rendezvous.backend == "builtin");
+  }
+
   TEST_CASE("the what() text lists one problem per line under the source") {
     try {
       (void)load_spec_text(R"({"command": 1, "grace_s": -1})", {}, "my.json");
