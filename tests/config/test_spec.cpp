@@ -206,7 +206,7 @@ TEST_SUITE("config::spec") {
 
   TEST_CASE("the etcd backend needs an endpoint; its TLS and user fields come in pairs and only with it") {
     JobSpec s = load_spec_text(R"({"command": ["a"], "rendezvous": {"backend": "etcd", "endpoint": "e:2379",
-        "etcd": {"cacert": "ca.pem", "cert": "c.pem", "key": "k.pem", "user": "u", "password_file": "p"}}})");
+        "etcd": {"cacert": "ca.pem", "cert": "c.pem", "key": "k.pem", "user": "u", "password_file": "p"}}})", {});
     CHECK(s.rendezvous.backend == "etcd");
     CHECK(s.rendezvous.etcd.tls());
     CHECK(s.rendezvous.etcd.password_file == "p");

@@ -19,11 +19,9 @@ std::vector<std::string> etcd_args(const etcdtest::EtcdServer& etcd, const std::
   return a;
 }
 
-// The keys etcd holds under `prefix`, one per line.
-std::string etcd_keys(const etcdtest::EtcdServer& etcd, const std::string& prefix) {
-  std::string out;
-  CHECK(etcd.etcdctl("get --prefix --keys-only " + prefix, &out) == 0);
-  return out;
+// How many keys etcd holds under `prefix`.
+std::size_t etcd_keys(const etcdtest::EtcdServer& etcd, const std::string& prefix) {
+  return dtrain::etcd::Client(etcd.options()).range_prefix(prefix).kvs.size();
 }
 
 bool all_env(const Job& j, int ranks, int gen) {
@@ -45,11 +43,18 @@ bool all_env(const Job& j, int ranks, int gen) {
 
 TEST_SUITE("agent::multinode::etcd") {
 
-TEST_CASE("two nodes meet in etcd; their workers' allreduce bootstraps from it; the run's keys are gone at the end") {
-  etcdtest::EtcdServer etcd;
+TEST_CASE("two nodes meet in an etcd that wants client certificates; their workers' allreduce bootstraps from it") {
+  etcdtest::EtcdServer etcd(etcdtest::EtcdServerOptions{true, {}});
   NEED(etcd);
   Job j(2, 2, fmt::format("exec '{}' --count 1000 --iters 2", allreduce_worker().string()));
-  Node n0 = j.node(0, etcd_args(etcd, "etcd-fixed")), n1 = j.node(1, etcd_args(etcd, "etcd-fixed"));
+  // no --insecure: TLS stands in for the token, for the agents and the workers alike
+  auto args = [&](const std::string& ca) {
+    return std::vector<std::string>{"--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoint(), "--rdzv-id", "etcd-tls",
+                                    "--set", "/rendezvous/etcd/cacert=" + ca,
+                                    "--set", "/rendezvous/etcd/cert=" + etcd.cert_file(),
+                                    "--set", "/rendezvous/etcd/key=" + etcd.key_file()};
+  };
+  Node n0 = j.node(0, args(etcd.ca_file())), n1 = j.node(1, args(etcd.ca_file()));
   CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
   CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
   std::string out = agent_test::slurp(n0.out) + agent_test::slurp(n1.out);
@@ -57,7 +62,13 @@ TEST_CASE("two nodes meet in etcd; their workers' allreduce bootstraps from it; 
   auto e = env_file(j.t.path / "env-3-0");
   CHECK(e["DTRAIN_STORE_ADDR"] == "etcd://" + etcd.endpoint());
   CHECK(e["DTRAIN_STORE_TOKEN"].empty());
-  CHECK(etcd_keys(etcd, "/dtrain/etcd-fixed/").find("/dtrain/") == std::string::npos);
+  CHECK(e["DTRAIN_ETCD_CACERT"] == etcd.ca_file());
+  CHECK(e["DTRAIN_ETCD_KEY"] == etcd.key_file());
+  CHECK(etcd_keys(etcd, "/dtrain/etcd-tls/") == 0);  // node 0 removed them
+  // a CA that did not sign etcd's certificate: refused by name, before any worker runs (77)
+  Node bad = j.node(0, args(etcd.other_ca()));
+  CHECK(finish(bad, 30) == 77);
+  CHECK_MESSAGE(err_of(bad).find("TLS") != std::string::npos, err_of(bad));
 }
 
 TEST_CASE("under the etcd backend node 0's agent is killed mid-run: the other nodes of an elastic 2:4 job finish") {
