@@ -223,6 +223,9 @@ void Session::throw_transport(const Handle& h, CURLcode rc, std::string_view pat
       // TLS 1.3 reports a refused client certificate as an alert on the first read
       if (https_ && contains(why, "alert")) throw AuthError(fmt::format("{}: etcd refused us ({}); {}", where, why, tls_hint));
       throw IoError(fmt::format("{}: connection lost ({}); etcd stopped or the network failed", where, why));
+    case CURLE_GOT_NOTHING:  // what etcd serving TLS answers to plain http
+      throw IoError(fmt::format("{}: {}{}", where, why,
+                                https_ ? "" : "; if etcd serves TLS, write the endpoint as https://host:port"));
     default: throw IoError(fmt::format("{}: {}", where, why));
   }
 }

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,10 @@ class EtcdServer {
 EtcdServer& shared_etcd();
 // "/t/<n>/": a prefix no other test in this process uses.
 std::string unique_prefix();
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace etcdtest
 

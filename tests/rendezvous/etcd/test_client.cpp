@@ -17,6 +17,7 @@
 using namespace dtrain::etcd;
 using namespace std::chrono_literals;
 using etcdtest::EtcdServer;
+using etcdtest::seconds_since;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -43,8 +44,6 @@ int closed_port() {
   SilentPort p;
   return p.port;
 }
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 

@@ -19,11 +19,10 @@ using namespace std::chrono_literals;
 using dtrain::rdzv::as_bytes;
 using dtrain::rdzv::to_string;
 using etcdtest::EtcdServer;
+using etcdtest::seconds_since;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::shared_ptr<EtcdStore> open_store(const EtcdServer& etcd, const std::string& prefix) {
   return std::make_shared<EtcdStore>(std::make_shared<Client>(etcd.options()), prefix);

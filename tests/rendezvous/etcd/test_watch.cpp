@@ -14,6 +14,7 @@
 using namespace dtrain::etcd;
 using namespace std::chrono_literals;
 using etcdtest::EtcdServer;
+using etcdtest::seconds_since;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -28,8 +29,6 @@ std::vector<WatchEvent> collect(Watch& w, std::size_t n) {
   }
   return all;
 }
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 
@@ -64,6 +63,24 @@ TEST_SUITE("etcd::client") {
     CHECK(later[0].kv.value == "3");
     CHECK(later[0].kv.version == 2);
     CHECK(collect(past, 2).size() == 2);  // the first watch goes on
+  }
+
+  TEST_CASE("a key whose lease is revoked or expires shows as an erase event") {
+    auto& etcd = etcdtest::shared_etcd();
+    ETCD_OR_SKIP(etcd);
+    Client c(etcd.options());
+    auto p = etcdtest::unique_prefix();
+    std::int64_t revoked = c.lease_grant(60s), expiring = c.lease_grant(2s);
+    std::int64_t rev = c.put(p + "revoked", "1", revoked);
+    c.put(p + "expiring", "2", expiring);
+    Watch w(c, p, prefix_end(p), rev + 2);  // from after both puts
+    c.lease_revoke(revoked);
+    auto ev = collect(w, 2);  // the expiry comes once the 2 s TTL passed
+    REQUIRE(ev.size() == 2);
+    CHECK(ev[0].type == WatchEvent::Type::erase);
+    CHECK(ev[0].kv.key == p + "revoked");
+    CHECK(ev[1].type == WatchEvent::Type::erase);
+    CHECK(ev[1].kv.key == p + "expiring");
   }
 
   TEST_CASE("next() waits its timeout when nothing happens, without spinning") {
