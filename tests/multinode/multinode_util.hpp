@@ -137,6 +137,14 @@ struct Job {
   }
   Node node(int i, std::vector<std::string> more = {}) const { return start(t, fmt::format("node{}", i), args(i, more)); }
   bool have_env(int rank, int gen) const { return fs::exists(t.path / fmt::format("env-{}-{}", rank, gen)); }
+  // Until ranks 0..ranks-1 of generation `gen` all wrote their env dumps (60 s at most).
+  bool all_env(int ranks, int gen) const {
+    return agent_test::wait_until([&] {
+      for (int r = 0; r < ranks; ++r)
+        if (!have_env(r, gen)) return false;
+      return true;
+    }, 60);
+  }
   bool no_workers_left() const {
     return agent_test::wait_until([&] { return agent_test::procs_with_env("MN_MARKER=" + marker).empty(); }, 20);
   }

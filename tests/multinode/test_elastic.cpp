@@ -25,14 +25,6 @@ std::string elastic_script() {
 constexpr const char* kElastic = R"({"min": 2, "max": 4})";
 constexpr const char* kExtra = R"(, "batch": {"global": 24}, "restart": {"max_restarts": 2})";
 
-bool all_env(const Job& j, int ranks, int gen) {
-  return agent_test::wait_until([&] {
-    for (int r = 0; r < ranks; ++r)
-      if (!j.have_env(r, gen)) return false;
-    return true;
-  }, 60);
-}
-
 std::vector<double> weights_of(const fs::path& p) {
   std::vector<double> w;
   for (const auto& line : agent_test::lines_of(agent_test::slurp(p))) w.push_back(std::stod(line));
@@ -70,7 +62,7 @@ TEST_CASE("an elastic 2:4 job of three nodes loses one mid-run: the other two fi
   // three of at most four: the barrier waits out the last call, long enough for all three to be in
   std::vector<std::string> wait{"--set", "/rendezvous/last_call_s=3"};
   Node n0 = j.node(0, wait), n1 = j.node(1, wait), n2 = j.node(2, wait);
-  REQUIRE_MESSAGE(all_env(j, 6, 0), err_of(n0));  // 6 ranks in generation 0
+  REQUIRE_MESSAGE(j.all_env(6, 0), err_of(n0));  // 6 ranks in generation 0
   CHECK(env_file(j.t.path / "env-5-0")["WORLD_SIZE"] == "6");
   CHECK(env_file(j.t.path / "env-5-0")["DTRAIN_PER_REPLICA_BATCH"] == "4");
   ::kill(n2.pid, SIGKILL);
@@ -103,7 +95,7 @@ TEST_CASE("a node that joins a running elastic job waits for generation 1, which
   Job j(kElastic, 1, elastic_script(), kExtra);
   std::vector<std::string> quick{"--set", "/rendezvous/last_call_s=0.5"};
   Node n0 = j.node(0, quick), n1 = j.node(1, quick);
-  REQUIRE_MESSAGE(all_env(j, 2, 0), err_of(n0));  // two nodes are min: generation 0 runs at world size 2
+  REQUIRE_MESSAGE(j.all_env(2, 0), err_of(n0));  // two nodes are min: generation 0 runs at world size 2
   CHECK(env_file(j.t.path / "env-1-0")["WORLD_SIZE"] == "2");
   Node n2 = j.node(2, quick);
   CHECK_MESSAGE(finish(n0, 90) == 0, err_of(n0));
@@ -127,7 +119,7 @@ TEST_CASE("a node that joins a running elastic job waits for generation 1, which
 TEST_CASE("an elastic job at its maximum refuses one more node, and a node of another job, with a named error (2)") {
   Job j(R"({"min": 1, "max": 2})", 1, "exec sleep 60", R"(, "restart": {"max_restarts": 1})");
   Node n0 = j.node(0), n1 = j.node(1);
-  REQUIRE(all_env(j, 2, 0));
+  REQUIRE(j.all_env(2, 0));
   Node n2 = start(j.t, "node2", {j.job, "--no-progress"});  // no node rank: the rendezvous would pick one
   CHECK(finish(n2, 30) == 2);
   std::string e2 = err_of(n2);
@@ -165,7 +157,7 @@ TEST_CASE("the demo worker after an elastic shrink ends with the weights of a ru
   std::vector<std::string> more{"--set", "/rendezvous/last_call_s=3", "--set", "/restart/checkpoint_dir=" + ckpt.string()};
   Node n0 = a.node(0, more), n1 = a.node(1, more), n2 = a.node(2, more);
   REQUIRE_MESSAGE(agent_test::wait_until([&] { return newest_step(ckpt) >= 20; }, 90), err_of(n0));
-  REQUIRE(all_env(a, 3, 0));  // it ran at world size 3
+  REQUIRE(a.all_env(3, 0));  // it ran at world size 3
   ::kill(n2.pid, SIGKILL);
   CHECK_MESSAGE(finish(n0, 120) == 0, err_of(n0));
   CHECK_MESSAGE(finish(n1, 120) == 0, err_of(n1));

@@ -24,14 +24,6 @@ std::size_t etcd_keys(const etcdtest::EtcdServer& etcd, const std::string& prefi
   return dtrain::etcd::Client(etcd.options()).range_prefix(prefix).kvs.size();
 }
 
-bool all_env(const Job& j, int ranks, int gen) {
-  return agent_test::wait_until([&] {
-    for (int r = 0; r < ranks; ++r)
-      if (!j.have_env(r, gen)) return false;
-    return true;
-  }, 60);
-}
-
 #define NEED(etcd)                                                       \
   if (!fs::exists(allreduce_worker())) {                                 \
     MESSAGE("skipped: examples/c_allreduce is not built in this tree"); \
@@ -80,7 +72,7 @@ TEST_CASE("under the etcd backend node 0's agent is killed mid-run: the other no
   Job j(R"({"min": 2, "max": 4})", 2, script, R"(, "batch": {"global": 24}, "restart": {"max_restarts": 2})");
   auto args = etcd_args(etcd, "etcd-elastic", {"--set", "/rendezvous/last_call_s=3"});
   Node n0 = j.node(0, args), n1 = j.node(1, args), n2 = j.node(2, args);
-  REQUIRE_MESSAGE(all_env(j, 6, 0), err_of(n0));
+  REQUIRE_MESSAGE(j.all_env(6, 0), err_of(n0));
   CHECK(env_file(j.t.path / "env-0-0")["DTRAIN_NODE_RANK"] == "0");  // n0 holds node rank 0
   ::kill(n0.pid, SIGKILL);
   CHECK(finish(n0, 10) == 128 + SIGKILL);
@@ -106,7 +98,7 @@ TEST_CASE("under the etcd backend a fixed job that loses node 0 ends with 69 nam
   NEED(etcd);
   Job j(2, 1, "exec sleep 60");
   Node n0 = j.node(0, etcd_args(etcd, "etcd-lost")), n1 = j.node(1, etcd_args(etcd, "etcd-lost"));
-  REQUIRE_MESSAGE(all_env(j, 2, 0), err_of(n1));
+  REQUIRE_MESSAGE(j.all_env(2, 0), err_of(n1));
   ::kill(n0.pid, SIGKILL);
   CHECK(finish(n0, 10) == 128 + SIGKILL);
   CHECK(finish(n1, 30) == 69);
