@@ -8,7 +8,6 @@
 //   g/<G>/table                the rank table that closed generation G's join barrier (written once)
 //   g/<G>/event/<lease>-<n>    job events (failure, stopped, joined); etcd's revision orders them
 //   g/<G>/done/<node rank>     the exit barrier
-//   g/<G>/state/<node rank>    what the node last published (state, running workers, restarts)
 //   g/<G>/kv/                  the workers' store of generation G (the collectives' bootstrap)
 #include <cstdint>
 #include <optional>
@@ -31,7 +30,6 @@ struct Keys {
   std::string table(std::int64_t g) const { return generation(g) + "table"; }
   std::string events(std::int64_t g) const { return generation(g) + "event/"; }
   std::string done(std::int64_t g) const { return generation(g) + "done/"; }
-  std::string state(std::int64_t g, int node_rank) const { return generation(g) + "state/" + std::to_string(node_rank); }
   std::string store(std::int64_t g) const { return generation(g) + "kv/"; }
   static std::string lease_text(std::int64_t lease);
 };

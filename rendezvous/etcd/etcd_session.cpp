@@ -295,19 +295,6 @@ void EtcdSession::cancel_join() {
   cv_.notify_all();
 }
 
-void EtcdSession::set_local_state(std::string state, int running, int exited, int restarts) {
-  std::lock_guard lock(mu_);
-  state_ = std::move(state);
-  running_ = running;
-  exited_ = exited;
-  restarts_ = restarts;
-}
-
-void EtcdSession::set_progress(std::string text) {
-  std::lock_guard lock(mu_);
-  progress_ = std::move(text);
-}
-
 std::optional<Event> EtcdSession::finish(milliseconds timeout) {
   std::int64_t g;
   int rank;

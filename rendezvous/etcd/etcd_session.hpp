@@ -41,8 +41,9 @@ class EtcdSession final : public rdzv::Membership {
   void cancel_join() override;
   void start_monitoring(rdzv::EventFn on_event) override;
   void stop_monitoring() override;
-  void set_local_state(std::string state, int running, int exited, int restarts) override;
-  void set_progress(std::string text) override;
+  // `dtrain status` reads the built-in rendezvous only: nothing to publish here
+  void set_local_state(std::string, int, int, int) override {}
+  void set_progress(std::string) override {}
   void report_failure(int rank, int exit_code, int signal, const std::string& message) override;
   void report_stop(int exit_code, int signal, const std::string& message) override;
   std::optional<rdzv::Event> finish(std::chrono::milliseconds timeout) override;
@@ -84,10 +85,6 @@ class EtcdSession final : public rdzv::Membership {
   std::int64_t last_seq_ = 0;
   bool lost_emitted_ = false;
   std::int64_t event_count_ = 0;
-  std::string state_ = "joined";
-  int running_ = 0, exited_ = 0, restarts_ = 0;
-  bool state_dirty_ = true;
-  std::optional<std::string> progress_;
   rdzv::EventFn on_event_;
   std::thread keeper_, watcher_;
   std::mutex emit_mu_;
