@@ -33,14 +33,6 @@ void set_nnodes(Overrides& o, const std::string& text) {
 }
 
 // "--nproc-per-node 4", or gpu (one per visible GPU), cpu (one per CPU), auto (GPUs if any, else CPUs).
-void set_rdzv_backend(Overrides& o, const std::string& text) {
-  if (text == "builtin" || text == "c10d" || text == "static") o.rdzv_backend = "builtin";
-  else if (text == "etcd" || text == "etcd-v2") o.rdzv_backend = "etcd";
-  else
-    o.flag_problems.push_back({"--rdzv-backend", fmt::format("{} is not a rendezvous backend; expected builtin (c10d and "
-                                                             "static name it too) or etcd (etcd-v2 too)", text)});
-}
-
 void set_nproc_per_node(Overrides& o, const std::string& text) {
   o.nproc_mode.reset();
   o.nproc_per_node.reset();
@@ -55,6 +47,15 @@ void set_nproc_per_node(Overrides& o, const std::string& text) {
         {"--nproc-per-node", fmt::format("'{}' is not a worker count; expected a number, gpu, cpu or auto", text)});
   else
     o.nproc_per_node = v;
+}
+
+// "--rdzv-backend etcd": c10d and static name the built-in rendezvous, etcd-v2 the etcd one.
+void set_rdzv_backend(Overrides& o, const std::string& text) {
+  if (text == "builtin" || text == "c10d" || text == "static") o.rdzv_backend = "builtin";
+  else if (text == "etcd" || text == "etcd-v2") o.rdzv_backend = "etcd";
+  else
+    o.flag_problems.push_back({"--rdzv-backend", fmt::format("{} is not a rendezvous backend; expected builtin (c10d and "
+                                                             "static name it too) or etcd (etcd-v2 too)", text)});
 }
 
 }  // namespace dtrain::config
