@@ -159,8 +159,9 @@ void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConf
   o.store_addr = c.endpoint;
   o.store_token = c.token;
   if (c.etcd) {
+    o.store_addr = rdzv::etcd_store_addr(*c.etcd);
     o.store_token.clear();
-    for (auto& [k, v] : rdzv::etcd_worker_env(*c.etcd)) (k == "DTRAIN_STORE_ADDR" ? o.store_addr : o.store_env[k]) = v;
+    for (auto& [k, v] : rdzv::etcd_worker_env(*c.etcd)) o.store_env[k] = std::move(v);
   }
   o.local_addr = r.local_address;
   o.master_port = r.self.master_port;

@@ -98,8 +98,7 @@ std::unique_ptr<Store> open_etcd_store(const EtcdSettings& s, const std::string&
 }
 
 std::vector<std::pair<std::string, std::string>> etcd_worker_env(const EtcdSettings& s) {
-  return {{"DTRAIN_STORE_ADDR", kEtcdScheme + s.endpoint},
-          {"DTRAIN_ETCD_CACERT", s.cacert},
+  return {{"DTRAIN_ETCD_CACERT", s.cacert},
           {"DTRAIN_ETCD_CERT", s.cert},
           {"DTRAIN_ETCD_KEY", s.key},
           {"DTRAIN_ETCD_USER", s.user},

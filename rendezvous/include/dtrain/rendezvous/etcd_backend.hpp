@@ -29,9 +29,10 @@ std::unique_ptr<Membership> open_etcd_membership(const EtcdSettings& s, const No
 // The workers' store of (run_id, generation), in etcd.
 std::unique_ptr<Store> open_etcd_store(const EtcdSettings& s, const std::string& run_id, int generation);
 
-// The workers learn the backend from their environment: DTRAIN_STORE_ADDR "etcd://host:port" and
-// DTRAIN_ETCD_CACERT, _CERT, _KEY, _USER, _PASSWORD_FILE.
+// The workers learn the backend from their environment: DTRAIN_STORE_ADDR "etcd://host:port"
+// (etcd_store_addr) and DTRAIN_ETCD_CACERT, _CERT, _KEY, _USER, _PASSWORD_FILE (etcd_worker_env).
 inline constexpr const char* kEtcdScheme = "etcd://";
+inline std::string etcd_store_addr(const EtcdSettings& s) { return kEtcdScheme + s.endpoint; }
 std::vector<std::pair<std::string, std::string>> etcd_worker_env(const EtcdSettings& s);
 EtcdSettings etcd_settings_from_env(const std::string& store_addr);  // store_addr starts with kEtcdScheme
 
