@@ -24,12 +24,7 @@ bool fatal(const Event& e) { return e.kind == "failure" || e.kind == "stopped" |
 
 EtcdSession::EtcdSession(std::shared_ptr<Client> client, rdzv::NodeSessionOptions opts)
     : client_(std::move(client)), opts_(std::move(opts)), keys_(opts_.store.run_id) {
-  if (opts_.instances < 1) throw ConfigError(fmt::format("instances {} must be at least 1", opts_.instances));
-  if (opts_.min_instances < 0 || opts_.min_instances > opts_.instances)
-    throw ConfigError(fmt::format("elastic minimum {} nodes is out of range 1-{}", opts_.min_instances, opts_.instances));
-  if (opts_.heartbeat_timeout.count() > 0 && opts_.heartbeat_timeout <= opts_.heartbeat_interval)
-    throw ConfigError(fmt::format("heartbeat timeout ({} ms) must be longer than the heartbeat interval ({} ms)",
-                                  opts_.heartbeat_timeout.count(), opts_.heartbeat_interval.count()));
+  rdzv::check_options(opts_);
 }
 
 EtcdSession::~EtcdSession() {

@@ -32,17 +32,21 @@ std::string JoinProgress::line() const {
                      elapsed.count() / 1000, timeout.count() / 1000);
 }
 
+void check_options(const NodeSessionOptions& o) {
+  if (o.instances < 1) throw ConfigError(fmt::format("instances {} must be at least 1", o.instances));
+  if (o.min_instances < 0 || o.min_instances > o.instances)
+    throw ConfigError(fmt::format("elastic minimum {} nodes is out of range 1-{}", o.min_instances, o.instances));
+  if (o.heartbeat_timeout.count() > 0 && o.heartbeat_timeout <= o.heartbeat_interval)
+    throw ConfigError(fmt::format("heartbeat timeout ({} ms) must be longer than the heartbeat interval ({} ms)",
+                                  o.heartbeat_timeout.count(), o.heartbeat_interval.count()));
+}
+
 NodeSession::NodeSession(NodeSessionOptions opts)
     : opts_(std::move(opts)), join_cancel_(std::make_shared<Canceller>()) {
-  if (opts_.instances < 1) throw ConfigError(fmt::format("instances {} must be at least 1", opts_.instances));
+  check_options(opts_);
   if (opts_.node_rank >= opts_.instances)
     throw ConfigError(fmt::format("node rank {} is out of range for {} nodes (0-{})", opts_.node_rank, opts_.instances,
                                   opts_.instances - 1));
-  if (opts_.min_instances < 0 || opts_.min_instances > opts_.instances)
-    throw ConfigError(fmt::format("elastic minimum {} nodes is out of range 1-{}", opts_.min_instances, opts_.instances));
-  if (opts_.heartbeat_timeout.count() > 0 && opts_.heartbeat_timeout <= opts_.heartbeat_interval)
-    throw ConfigError(fmt::format("heartbeat timeout ({} ms) must be longer than the heartbeat interval ({} ms)",
-                                  opts_.heartbeat_timeout.count(), opts_.heartbeat_interval.count()));
 }
 
 NodeSession::~NodeSession() { close_all(); }

@@ -38,6 +38,10 @@ struct NodeSessionOptions {
                                   // node: turn off for thousands of nodes if only `self` is needed)
 };
 
+// Options no backend can work with: ConfigError naming the field (instances, the elastic minimum,
+// a heartbeat timeout not longer than the interval).
+void check_options(const NodeSessionOptions& o);
+
 struct JoinResult {
   JoinReply self;                 // node rank, world size, rank offset, MASTER_ADDR/PORT
   std::vector<NodeEntry> table;   // every node by rank (when fetch_table)
