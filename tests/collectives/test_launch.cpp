@@ -161,6 +161,26 @@ TEST_SUITE("collectives::launch") {
     }
   }
 
+  TEST_CASE("a rank killed in the middle of small allreduces (shared-memory latency path): the others fail in time") {
+    // 5 elements per call: every allreduce takes the latency path (no sync), whose waits check the
+    // peers' liveness between sleeps; rank 1 dies a moment into iteration 3000.
+    TempDir dir;
+    auto spec = dir.write("job.json", job(run_id("kill-small"), 3,
+                                          {"--count", "5", "--iters", "1000000", "--die-rank", "1", "--die-at", "3000",
+                                           "--die-after-us", "1", "--ignore-sigterm"}));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = dtrain::test::run({DTRAIN_BIN, "launch", "--grace", "20", spec}, env_for("auto", "15"), 120);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    const std::string all = r.out + r.err;
+    INFO(all);
+    CHECK((r.status == 137 || r.status == 14));
+    CHECK(all.find("rank 0: ") != std::string::npos);
+    CHECK(all.find("rank 2: ") != std::string::npos);
+    CHECK(all.find("peer failure (4)") != std::string::npos);
+    CHECK(all.find("rank 1 (pid") != std::string::npos);
+    CHECK(took < std::chrono::seconds(19));
+  }
+
   TEST_CASE("a rank killed during a large shared-memory allreduce (single-copy path): the other fails, not hangs") {
     // 32 MiB per call: rank 1 dies 2 ms into the call, while rank 0 reads from and writes into its
     // buffers (or waits for it at the call's end); either way rank 0 reports a peer failure.

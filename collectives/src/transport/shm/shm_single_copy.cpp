@@ -142,7 +142,7 @@ bool Engine::allreduce_single_copy(const OpDesc& d, const std::uint8_t* send, st
     reduce_n(srcs.data(), n_, recv + off * esz, nullptr, m, d.dtype, d.op, div);
     // A rank that failed stops writing into the others' buffers at the next chunk (they may return
     // and free them once they see the abort record).
-    if (hdr_->abort_ready.load(std::memory_order_acquire) != 0) check_abort_and_peers(d);
+    check_abort(d);
     for (int j = 0; j < n_; ++j)
       if (j != me_ &&
           !cma(true, ctl_[j].pid.load(), recv + off * esz, ctl_[j].cma_recv.load(std::memory_order_relaxed) + off * esz,
