@@ -112,7 +112,8 @@ TEST_SUITE("collectives::shm_box") {
         const std::size_t count = it % 7 == 6 ? 2000 : static_cast<std::size_t>(1 + (it * 37) % 512);
         a.resize(count);
         b.assign(count, -1);
-        for (std::size_t i = 0; i < count; ++i) a[i] = static_cast<std::int64_t>(it) * 1000 + static_cast<std::int64_t>(i) + r;
+        for (std::size_t i = 0; i < count; ++i)
+          a[i] = static_cast<std::int64_t>(it) * 1000 + static_cast<std::int64_t>(i) + r;
         c.allreduce(a.data(), b.data(), count, DTRAIN_INT64, DTRAIN_SUM);
         for (std::size_t i = 0; i < count; ++i)
           if (b[i] != 3 * (static_cast<std::int64_t>(it) * 1000 + static_cast<std::int64_t>(i)) + 3)
@@ -158,7 +159,8 @@ TEST_SUITE("collectives::shm_box") {
         CAPTURE(r);
         CHECK(errors[static_cast<std::size_t>(r)].empty());
         CHECK_MESSAGE(st[static_cast<std::size_t>(r)] == DTRAIN_ERR_MISMATCH, text[static_cast<std::size_t>(r)]);
-        CHECK_MESSAGE(text[static_cast<std::size_t>(r)].find("#2") != std::string::npos, text[static_cast<std::size_t>(r)]);
+        const auto& m = text[static_cast<std::size_t>(r)];
+        CHECK_MESSAGE(m.find("#2") != std::string::npos, m);
       }
     }
   }

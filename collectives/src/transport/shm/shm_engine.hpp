@@ -10,8 +10,9 @@
 // its peers: between 16 KiB and 1 MiB each, plus 4 KiB for frame headers and padding).
 // Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
 // shm_collectives.cpp (the algorithms), shm_box.cpp (allreduces up to kBoxBytes: no sync, a flag per
-// rank and call in the line that carries the fingerprint and, up to 40 bytes, the data), shm_single_copy.cpp (large allreduces through cross-memory
-// attach), shm_p2p.cpp (point-to-point through the rings).
+// rank and call in the line that carries the fingerprint and, up to 40 bytes, the data),
+// shm_single_copy.cpp (large allreduces through cross-memory attach), shm_p2p.cpp (point-to-point
+// through the rings).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

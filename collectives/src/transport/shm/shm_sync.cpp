@@ -104,7 +104,8 @@ void Engine::check_peer_calls(const OpDesc& d, const std::function<bool()>& read
     std::string calls;
     for (int k = 0; k < n_; ++k) {
       const auto& g = ctl_[k].fp[par];
-      calls += fmt::format("; rank {}: {} #{}", granks_[k], describe_fingerprint(g[0].load(), g[1].load()), g[2].load());
+      calls += fmt::format("; rank {}: {} #{}", granks_[k], describe_fingerprint(g[0].load(), g[1].load()),
+                           g[2].load());
     }
     throw CollError(DTRAIN_ERR_MISMATCH,
                     fmt::format("mismatched collective calls at call #{} (every rank must make the same calls with "
