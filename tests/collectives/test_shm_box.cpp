@@ -20,16 +20,11 @@
 #include "reduce.hpp"
 
 using namespace dtrain::coll;
-using dtrain::coll::test::no_errors;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::status_of;
-using dtrain::coll::test::World;
+using namespace dtrain::coll::test;
 using namespace std::chrono_literals;
 
 namespace {
 
-const dtrain_dtype_t kDtypes[] = {DTRAIN_INT8,    DTRAIN_UINT8,    DTRAIN_INT32,   DTRAIN_INT64,
-                                  DTRAIN_FLOAT16, DTRAIN_BFLOAT16, DTRAIN_FLOAT32, DTRAIN_FLOAT64};
 const dtrain_op_t kOps[] = {DTRAIN_SUM, DTRAIN_PROD, DTRAIN_MIN, DTRAIN_MAX, DTRAIN_AVG};
 
 // Byte sizes around the latency path's limits; each becomes the largest whole count of elements.
@@ -79,7 +74,7 @@ TEST_SUITE("collectives::shm_box") {
       w.size = ranks;
       auto errors = run_ranks(w, [&](Communicator& c, int r) {
         REQUIRE(std::string(c.engine_name()) == "shm");
-        for (auto dt : kDtypes)
+        for (auto dt : kAllDtypes)
           for (auto op : kOps)
             for (std::size_t bytes : kBytes)
               for (bool in_place : {false, true}) {
@@ -176,7 +171,7 @@ TEST_SUITE("collectives::shm_box") {
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < 3; ++r)
       ts.emplace_back([&, r] {
-        auto c = std::make_unique<Communicator>(dtrain::coll::test::config_for(w, r), store);
+        auto c = std::make_unique<Communicator>(config_for(w, r), store);
         double x = 1.0;
         c->allreduce(&x, &x, 1, DTRAIN_FLOAT64, DTRAIN_SUM);
         if (r == 2) {
