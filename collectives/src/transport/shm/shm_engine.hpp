@@ -38,7 +38,7 @@ struct Options {
   std::size_t slot_bytes = 2 << 20;
   std::size_t p2p_bytes = 2 << 20;  // one rank's receive rings together
   int spin_us = 50;
-  std::size_t single_copy_bytes = 4 << 20;  // allreduces from this size on: single copy (0: never)
+  std::size_t single_copy_bytes = 0;  // allreduces from this size on: single copy (0: never)
 };
 
 class Engine final : public Transport {
