@@ -3,7 +3,8 @@
 
 Per round, alternately (the order reversed every other round, so no side always runs first):
 allreduce float32 sum with 2 ranks through dtrain's shm engine, Open MPI's shared memory, dtrain's
-TCP engine, Open MPI's TCP BTL and torch's gloo (loopback); one core's memcpy; `dtrain launch`,
+TCP engine, Open MPI's TCP BTL and torch's gloo (loopback), each reusing one buffer pair per size
+(the MPI probe's and gloo's way; coll_bench --buffers 1); one core's memcpy; `dtrain launch`,
 mpirun and a bare fork+exec of N x /bin/true; SIGKILL of one of two workers until every process
 of the job is gone, for dtrain and mpirun. Then min/median/max over the rounds, ratios of medians,
 the target table, a markdown section (stdout and, with --results, appended to that file) and a
@@ -101,7 +102,8 @@ class Runner:
         mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
         if impl.startswith("dtrain"):
             bench = os.path.join(self.a.build, "bench", "allreduce", "coll_bench")
-            job = self.job("coll", [bench, "--op", "allreduce", "--sizes", sizes])
+            # One send and one receive buffer per size, as the Open MPI probe and gloo (in place) use.
+            job = self.job("coll", [bench, "--op", "allreduce", "--sizes", sizes, "--buffers", "1"])
             transport = "tcp" if impl.endswith("tcp") else "auto"
             out = self.run(impl, [self.dtrain, "launch", "--no-tag", job], {"DTRAIN_TRANSPORT": transport})
         elif impl.startswith("ompi"):
@@ -277,7 +279,8 @@ def markdown(r, sizes, started, finished):
            f"Load average (1/5/15 min) before each round and at the end: {'; '.join(r.loads)}.", "",
            "Allreduce float32 sum, 2 ranks: median (min-max) time per call in us over the rounds; busbw = algbw "
            "for 2 ranks, from the median; ratio = peer median / dtrain median (> 1: dtrain faster). Peers: Open "
-           "MPI 4.1 `mpirun -np 2` (vader shm BTL) and `--mca btl tcp,self`, torch gloo on loopback (in place).",
+           "MPI 4.1 `mpirun -np 2` (vader shm BTL) and `--mca btl tcp,self`, torch gloo on loopback (in place). "
+           "Every side reuses one buffer pair per size (coll_bench --buffers 1, like the MPI probe).",
            ""]
     impls = [x for x in AR_IMPLS if a.gloo or not x.startswith("gloo")]
     head = "| bytes | " + " | ".join(f"{x} us" for x in impls) + " | shm vs ompi | tcp vs ompi |" + \

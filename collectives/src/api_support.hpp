@@ -37,7 +37,7 @@ std::pair<dtrain_status_t, std::string> current_failure();
 template <class F>
 dtrain_status_t guard(F&& body) noexcept {
   try {
-    set_last_error("");
+    clear_last_error();
     return body();
   } catch (...) {
     auto [status, message] = current_failure();

@@ -132,8 +132,8 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
   d.op = (kind == OpKind::allreduce || kind == OpKind::reduce_scatter) ? op : DTRAIN_SUM;
   d.root = kind == OpKind::broadcast ? root : 0;
   d.count = count;
-  d.deadline = Clock::now() + cfg_.timeout;
-  progress::note(d);
+  d.start = coarse_now();
+  d.deadline = d.start + cfg_.timeout;
   return d;
 }
 
@@ -157,21 +157,21 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, dt
   OpDesc d = next(OpKind::allreduce, count, dtype, op, 0);
   need(send, count, "sendbuf", d.kind);
   need(recv, count, "recvbuf", d.kind);
-  run([&] { transport_->allreduce(d, send, recv); });
+  run(&d, [&] { transport_->allreduce(d, send, recv); });
 }
 
 void Communicator::broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root) {
   OpDesc d = next(OpKind::broadcast, count, dtype, DTRAIN_SUM, root);
   if (rank_ == root) need(send, count, "sendbuf (at the root)", d.kind);
   need(recv, count, "recvbuf", d.kind);
-  run([&] { transport_->broadcast(d, send, recv); });
+  run(&d, [&] { transport_->broadcast(d, send, recv); });
 }
 
 void Communicator::allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype) {
   OpDesc d = next(OpKind::allgather, sendcount, dtype, DTRAIN_SUM, 0);
   need(send, sendcount, "sendbuf", d.kind);
   need(recv, sendcount, "recvbuf", d.kind);
-  run([&] { transport_->allgather(d, send, recv); });
+  run(&d, [&] { transport_->allgather(d, send, recv); });
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
@@ -179,12 +179,12 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
   OpDesc d = next(OpKind::reduce_scatter, recvcount, dtype, op, 0);
   need(send, recvcount, "sendbuf", d.kind);
   need(recv, recvcount, "recvbuf", d.kind);
-  run([&] { transport_->reduce_scatter(d, send, recv); });
+  run(&d, [&] { transport_->reduce_scatter(d, send, recv); });
 }
 
 void Communicator::barrier() {
   OpDesc d = next(OpKind::barrier, 0, DTRAIN_UINT8, DTRAIN_SUM, 0);
-  run([&] { transport_->barrier(d); });
+  run(&d, [&] { transport_->barrier(d); });
 }
 
 }  // namespace dtrain::coll

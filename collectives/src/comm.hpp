@@ -41,7 +41,7 @@ struct CommConfig {
   std::size_t shm_p2p_bytes = 2 << 20;
   std::size_t tcp_chunk_bytes = 1 << 20;
   int spin_us = 50;
-  std::size_t shm_single_copy_bytes = 4 << 20;
+  std::size_t shm_single_copy_bytes = 0;
 };
 
 // One direction of a point-to-point call: the buffer (src to send, dst to receive), its count and
@@ -125,8 +125,9 @@ class Communicator {
   void start(Group group);
   OpDesc next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root);
   void check_usable() const;
+  // Runs call `d` (null for point-to-point) on the transport (see below).
   template <class F>
-  void run(F&& body);
+  void run(const OpDesc* d, F&& body);
   // point-to-point (comm_p2p.cpp)
   P2pMsg message(const P2pArgs& a, bool sending);
   void to_self(const P2pMsg& m);
@@ -156,8 +157,8 @@ class Communicator {
 // Runs an engine call: a failure marks the communicator failed (and aborts the engine, so waiting
 // peers stop) before it propagates.
 template <class F>
-void Communicator::run(F&& body) {
-  progress::Scope published;  // the agent sees the call begin and end (progress.hpp)
+void Communicator::run(const OpDesc* d, F&& body) {
+  progress::Scope published(d);  // the agent sees the call begin and end (progress.hpp)
   try {
     body();
   } catch (const CollError& e) {

@@ -35,7 +35,7 @@ P2pMsg Communicator::message(const P2pArgs& a, bool sending) {
   m.d.count = a.count;
   m.d.dtype = a.dtype;
   m.d.device = a.device;
-  m.d.deadline = Clock::now() + cfg_.timeout;
+  m.d.deadline = coarse_now() + cfg_.timeout;
   return m;
 }
 
@@ -73,7 +73,7 @@ void Communicator::sendrecv(const P2pArgs* send, const P2pArgs* recv) {
   P2pMsg out, in;
   if (send != nullptr) out = message(*send, true);
   if (recv != nullptr) in = message(*recv, false);
-  run([&] {
+  run(nullptr, [&] {
     if (self_out) to_self(out);
     if (self_in) from_self(in);
     const P2pMsg* o = send != nullptr && !self_out ? &out : nullptr;

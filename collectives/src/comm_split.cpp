@@ -23,7 +23,7 @@ Communicator::Split Communicator::split(int color, int key, bool flag) {
   const std::uint64_t n = ++splits_;
   const std::array<std::int64_t, kFields> mine = {color < 0 ? -1 : color, key, rank_, host_, flag ? 1 : 0};
   std::vector<std::int64_t> all(kFields * static_cast<std::size_t>(size()));
-  run([&] { transport_->allgather(d, mine.data(), all.data()); });
+  run(&d, [&] { transport_->allgather(d, mine.data(), all.data()); });
   auto field = [&](int r, std::size_t f) { return all[static_cast<std::size_t>(r) * kFields + f]; };
   Split out;
   out.all_flag = true;

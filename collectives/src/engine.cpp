@@ -1,8 +1,20 @@
 #include "engine.hpp"
 
+#include <time.h>
+
+#include <type_traits>
+
 #include <fmt/format.h>
 
 namespace dtrain::coll {
+
+Clock::time_point coarse_now() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  static_assert(std::is_same_v<Clock, std::chrono::steady_clock>, "steady_clock is CLOCK_MONOTONIC on Linux");
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                                       std::chrono::nanoseconds(ts.tv_nsec)));
+}
 
 const char* op_kind_name(OpKind kind) {
   switch (kind) {

@@ -14,6 +14,11 @@ namespace dtrain::coll {
 
 using Clock = std::chrono::steady_clock;
 
+// Clock::now() as of the kernel's last tick (CLOCK_MONOTONIC_COARSE: a few ns through the vDSO,
+// against tens for Clock::now() on some VMs), so up to a few ms behind it: for deadlines and
+// timestamps read in seconds, taken once per call.
+Clock::time_point coarse_now() noexcept;
+
 enum class OpKind : std::uint8_t { barrier = 1, allreduce, broadcast, allgather, reduce_scatter, comm_split, send, recv };
 
 const char* op_kind_name(OpKind kind);
@@ -30,7 +35,8 @@ struct OpDesc {
   dtrain_op_t op = DTRAIN_SUM;
   int root = 0;
   std::size_t count = 0;
-  Clock::time_point deadline{};
+  Clock::time_point start{};     // when the call began (coarse_now())
+  Clock::time_point deadline{};  // start + the communicator's timeout
 
   std::uint64_t fp0() const { return count; }
   std::uint64_t fp1() const {

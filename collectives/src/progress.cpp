@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
-#include <mutex>
 
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/progress_page.hpp"
@@ -17,54 +17,48 @@ namespace {
 
 namespace pg = dtrain::progress;
 
-struct Noted {
-  pg::Op op = pg::Op::none;
-  std::uint64_t seq = 0, bytes = 0;
-};
-thread_local Noted t_noted;
-
 // The page named by DTRAIN_PROGRESS_FILE, mapped once per process; null without one.
+pg::Page* map_page() {
+  const char* path = std::getenv("DTRAIN_PROGRESS_FILE");
+  if (path == nullptr || *path == '\0') return nullptr;
+  int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(pg::kPageBytes)) {
+    DTRAIN_DEBUG(coll, "progress page {}: not usable", path);
+    if (fd >= 0) ::close(fd);
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, pg::kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return nullptr;
+  auto* page = static_cast<pg::Page*>(p);
+  page->pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
+  page->version.store(pg::kVersion, std::memory_order_relaxed);
+  page->magic.store(pg::kMagic, std::memory_order_release);
+  return page;
+}
+
 pg::Page* page() {
-  static pg::Page* mapped = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* path = std::getenv("DTRAIN_PROGRESS_FILE");
-    if (path == nullptr || *path == '\0') return;
-    int fd = ::open(path, O_RDWR | O_CLOEXEC);
-    struct stat st {};
-    if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(pg::kPageBytes)) {
-      DTRAIN_DEBUG(coll, "progress page {}: not usable", path);
-      if (fd >= 0) ::close(fd);
-      return;
-    }
-    void* p = ::mmap(nullptr, pg::kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) return;
-    auto* page = static_cast<pg::Page*>(p);
-    page->pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
-    page->version.store(pg::kVersion, std::memory_order_relaxed);
-    page->magic.store(pg::kMagic, std::memory_order_release);
-    mapped = page;
-  });
+  static pg::Page* const mapped = map_page();
   return mapped;
+}
+
+std::int64_t ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace
 
-void note(const OpDesc& d) {
-  t_noted = {static_cast<pg::Op>(d.kind), d.seq, d.count * dtype_size(d.dtype)};
-}
-
-Scope::Scope() {
+Scope::Scope(const OpDesc* d) {
+  if (d == nullptr) return;
   pg::Page* p = page();
-  if (p == nullptr || t_noted.op == pg::Op::none) return;
-  pg::begin_call(*p, t_noted.op, t_noted.seq, t_noted.bytes);
-  t_noted = {};
+  if (p == nullptr) return;
+  pg::begin_call(*p, static_cast<pg::Op>(d->kind), d->seq, d->count * dtype_size(d->dtype), ns(d->start));
   active_ = true;
 }
 
 Scope::~Scope() {
-  if (active_) pg::end_call(*page());
+  if (active_) pg::end_call(*page(), ns(coarse_now()));
 }
 
 }  // namespace dtrain::coll::progress

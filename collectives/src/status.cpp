@@ -9,6 +9,10 @@ thread_local std::string t_last_error;
 
 void set_last_error(std::string msg) { t_last_error = std::move(msg); }
 
+void clear_last_error() noexcept {
+  if (!t_last_error.empty()) t_last_error.clear();
+}
+
 dtrain_status_t fail(dtrain_status_t status, std::string msg) {
   t_last_error = std::move(msg);
   return status;

@@ -17,6 +17,10 @@
 
 namespace dtrain::coll::test {
 
+// Every dtype of the C ABI.
+inline constexpr dtrain_dtype_t kAllDtypes[] = {DTRAIN_INT8,    DTRAIN_UINT8,    DTRAIN_INT32,   DTRAIN_INT64,
+                                                DTRAIN_FLOAT16, DTRAIN_BFLOAT16, DTRAIN_FLOAT32, DTRAIN_FLOAT64};
+
 struct World {
   int size = 1;
   int local_size = -1;  // -1: one node

@@ -91,6 +91,26 @@ pid_t spawn_launch(const std::string& spec) {
 
 int free_port() { return dtrain::net::pick_free_port("127.0.0.1"); }
 
+// A shared-memory job of the C worker whose rank 1 SIGKILLs itself as `args` say (the survivors
+// ignore the agent's SIGTERM long enough to report), with a 15 s collective deadline and
+// DTRAIN_SHM_SINGLE_COPY_BYTES as given.
+struct Killed {
+  int status = 0;
+  std::string all;  // stdout + stderr
+  std::chrono::steady_clock::duration took{};
+};
+Killed run_killed(const std::string& id, int ranks, std::vector<std::string> args,
+                  const std::string& single_copy_bytes = "0") {
+  for (const char* a : {"--die-rank", "1", "--ignore-sigterm"}) args.emplace_back(a);
+  TempDir dir;
+  auto spec = dir.write("job.json", job(id, ranks, args));
+  auto env = env_for("auto", "15");
+  env["DTRAIN_SHM_SINGLE_COPY_BYTES"] = single_copy_bytes;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = dtrain::test::run({DTRAIN_BIN, "launch", "--grace", "20", spec}, env, 120);
+  return {r.status, r.out + r.err, std::chrono::steady_clock::now() - t0};
+}
+
 std::string run_id(const char* what) { return std::string("coll-") + what + "-" + std::to_string(::getpid()); }
 
 }  // namespace
@@ -161,25 +181,34 @@ TEST_SUITE("collectives::launch") {
     }
   }
 
+  TEST_CASE("a rank killed in the middle of small allreduces (shared-memory latency path): the others fail in time") {
+    // 5 elements per call: every allreduce takes the latency path (no sync), whose waits check the
+    // peers' liveness between sleeps; rank 1 dies a moment into iteration 3000.
+    auto r = run_killed(run_id("kill-small"), 3, {"--count", "5", "--iters", "1000000", "--die-at", "3000",
+                                                  "--die-after-us", "1"});
+    INFO(r.all);
+    CHECK((r.status == 137 || r.status == 14));
+    CHECK(r.all.find("rank 0: ") != std::string::npos);
+    CHECK(r.all.find("rank 2: ") != std::string::npos);
+    CHECK(r.all.find("peer failure (4)") != std::string::npos);
+    CHECK(r.all.find("rank 1 (pid") != std::string::npos);
+    CHECK(r.took < std::chrono::seconds(19));
+  }
+
   TEST_CASE("a rank killed during a large shared-memory allreduce (single-copy path): the other fails, not hangs") {
     // 32 MiB per call: rank 1 dies 2 ms into the call, while rank 0 reads from and writes into its
     // buffers (or waits for it at the call's end); either way rank 0 reports a peer failure.
-    TempDir dir;
-    auto spec = dir.write("job.json", job(run_id("kill-copy"), 2,
-                                          {"--count", "8388608", "--iters", "3", "--die-rank", "1", "--die-at", "1",
-                                           "--die-after-us", "2000", "--ignore-sigterm"}));
-    const auto t0 = std::chrono::steady_clock::now();
-    auto r = dtrain::test::run({DTRAIN_BIN, "launch", "--grace", "20", spec}, env_for("auto", "15"), 120);
-    const auto took = std::chrono::steady_clock::now() - t0;
-    const std::string all = r.out + r.err;
-    INFO(all);
+    auto r = run_killed(run_id("kill-copy"), 2, {"--count", "8388608", "--iters", "3", "--die-at", "1",
+                                                 "--die-after-us", "2000"},
+                        "4194304");
+    INFO(r.all);
     // The job's status is rank 1's SIGKILL, or rank 0's peer failure (10 + 4) when the agent reaps
     // rank 0 first: it notices the death within the copy, about as soon as the agent does.
     CHECK((r.status == 137 || r.status == 14));
-    CHECK(all.find("rank 0: allreduce") != std::string::npos);
-    CHECK(all.find("peer failure (4)") != std::string::npos);
-    CHECK(all.find("rank 1 (pid") != std::string::npos);
-    CHECK(took < std::chrono::seconds(19));
+    CHECK(r.all.find("rank 0: allreduce") != std::string::npos);
+    CHECK(r.all.find("peer failure (4)") != std::string::npos);
+    CHECK(r.all.find("rank 1 (pid") != std::string::npos);
+    CHECK(r.took < std::chrono::seconds(19));
   }
 
   TEST_CASE("no /dev/shm residue after the whole job is SIGKILLed") {

@@ -95,7 +95,7 @@ struct TransportOptions {
   std::size_t shm_p2p_bytes = 2 << 20;  // a rank's point-to-point receive rings, over all its peers
   std::size_t tcp_chunk_bytes = 1 << 20;
   int spin_us = 50;
-  std::size_t shm_single_copy_bytes = 4 << 20;  // shm allreduces from this size on: single copy (0: never)
+  std::size_t shm_single_copy_bytes = 0;  // shm allreduces from this size on: single copy (0: never)
 };
 
 // Sets up the engine for the group (bootstrapping through the store, bounded by the timeout):

@@ -39,7 +39,7 @@ void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
   local.dtype = w.dtype;
   local.op = d.op == DTRAIN_AVG ? DTRAIN_SUM : d.op;
   if (host_) host_->allreduce(local, w.buf, w.buf);
-  if (leaders_) leaders_->allreduce(d, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? size_ : 1);
+  if (leaders_) leaders_->allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? size_ : 1);
   OpDesc back = d;
   back.kind = OpKind::broadcast;
   back.dtype = w.dtype;

@@ -1,5 +1,6 @@
-// Shared-memory engine: the algorithms. Small messages: each rank copies its whole buffer into its
-// slot, one sync, then every rank reduces all slots itself (same order everywhere). Large messages:
+// Shared-memory engine: the algorithms. Allreduces up to kBoxBytes: shm_box.cpp. Small messages
+// (to 32 KiB): each rank copies its whole buffer into its slot, one sync, then every rank reduces
+// all slots itself (same order everywhere). Large messages:
 // pipelined rounds of reduce-scatter + allgather over the slots with one sync per round: after sync
 // t a rank copies the others' reduced pieces of round t-1 out, reduces its own piece of round t (its
 // own input read in place, the others' from their slots, one fused n-way pass writing the result to
@@ -80,6 +81,8 @@ void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
       const void* srcs[1] = {send};
       reduce_n(srcs, 1, recv, nullptr, d.count, d.dtype, d.op, 1);
     }
+  } else if (bytes <= kBoxBytes) {
+    allreduce_box(d, send, recv);
   } else if (bytes <= std::min(kSmallBytes, buf_bytes_)) {
     allreduce_small(d, send, recv);
   } else if (single_copy_bytes_ == 0 || bytes < single_copy_bytes_ || !allreduce_single_copy(d, send, recv)) {
@@ -91,12 +94,11 @@ void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
 // Latency path: everyone publishes everything, everyone reduces everything in rank order.
 void Engine::allreduce_small(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv) {
   const int div = d.op == DTRAIN_AVG ? n_ : 1;
-  std::vector<const void*> srcs(static_cast<std::size_t>(n_));
   const int set = next_set();
   std::memcpy(slot(set, me_), send, d.count * dtype_size(d.dtype));
   sync(d);
-  for (int j = 0; j < n_; ++j) srcs[static_cast<std::size_t>(j)] = slot(set, j);
-  reduce_n(srcs.data(), n_, recv, nullptr, d.count, d.dtype, d.op, div);
+  for (int j = 0; j < n_; ++j) srcs_[static_cast<std::size_t>(j)] = slot(set, j);
+  reduce_n(srcs_.data(), n_, recv, nullptr, d.count, d.dtype, d.op, div);
 }
 
 // The bandwidth path's rounds: round t covers the elements [off, off + m) in buffer set

@@ -45,7 +45,9 @@ Engine::Engine(const Options& o)
       single_copy_bytes_(o.single_copy_bytes) {
   DTRAIN_CHECK(n_ >= 1 && n_ <= kMaxLocal && me_ >= 0 && me_ < n_, "local rank {} of {}", me_, n_);
   const std::size_t ctl_off = round_up(sizeof(Header), 64);
-  data_offset_ = round_up(ctl_off + sizeof(RankCtl) * static_cast<std::size_t>(n_), 4096);
+  boxes_offset_ = round_up(ctl_off + sizeof(RankCtl) * static_cast<std::size_t>(n_), 4096);
+  data_offset_ = round_up(boxes_offset_ + 2 * kBoxStride * static_cast<std::size_t>(n_), 4096);
+  srcs_.resize(static_cast<std::size_t>(n_));
   slot_bytes_ = std::max<std::size_t>(round_up(o.slot_bytes, 4096), 4096);
   buf_bytes_ = 2 * slot_bytes_ / 3 / 64 * 64;
   spin_budget_us_ = spin_us_;

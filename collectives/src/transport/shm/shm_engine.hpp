@@ -2,17 +2,21 @@
 // Shared-memory engine for the ranks of one host. One segment per communicator and host, created by
 // local rank 0 and unlinked as soon as every local rank has mapped it, so nothing is left in /dev/shm
 // after a crash. Layout (shm_layout.hpp): header (barrier words, abort record), one control block per
-// local rank (progress words, per-call fingerprints), then each rank's data area of 2 x slot_bytes,
+// local rank (progress words, per-call fingerprints), the latency path's boxes (two per local rank:
+// a header line with the flag, then kBoxBytes), then each rank's data area of 2 x slot_bytes,
 // split into three rotating buffers (a buffer is reused three rounds later, after every rank has left
 // it; three, not two, so the bandwidth path needs only one sync per pipelined round), then one
 // point-to-point ring per ordered pair of local ranks (Options::p2p_bytes per receiver, split over
 // its peers: between 16 KiB and 1 MiB each, plus 4 KiB for frame headers and padding).
 // Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
-// shm_collectives.cpp (the algorithms), shm_single_copy.cpp (large allreduces through cross-memory
-// attach), shm_p2p.cpp (point-to-point through the rings).
+// shm_collectives.cpp (the algorithms), shm_box.cpp (allreduces up to kBoxBytes: no sync, a flag per
+// rank and call in the line that carries the fingerprint and, up to 40 bytes, the data),
+// shm_single_copy.cpp (large allreduces through cross-memory attach), shm_p2p.cpp (point-to-point
+// through the rings).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +24,9 @@
 #include "dtrain/rendezvous/store.hpp"
 
 namespace dtrain::coll::shm {
+
+// Allreduces of up to this many bytes per rank take the latency path (shm_box.cpp).
+constexpr std::size_t kBoxBytes = 4096;
 
 struct Options {
   int local_rank = 0;
@@ -31,7 +38,7 @@ struct Options {
   std::size_t slot_bytes = 2 << 20;
   std::size_t p2p_bytes = 2 << 20;  // one rank's receive rings together
   int spin_us = 50;
-  std::size_t single_copy_bytes = 4 << 20;  // allreduces from this size on: single copy (0: never)
+  std::size_t single_copy_bytes = 0;  // allreduces from this size on: single copy (0: never)
 };
 
 class Engine final : public Transport {
@@ -79,6 +86,7 @@ class Engine final : public Transport {
   struct Header;
   struct RankCtl;
   struct Ring;
+  struct BoxLine;
 
  private:
   struct Rounds;
@@ -92,8 +100,14 @@ class Engine final : public Transport {
   void end();
   void sync(const OpDesc& d);
   void check_fingerprints(const OpDesc& d);
-  [[noreturn]] void fail_timeout(const OpDesc& d, std::uint32_t epoch);
+  // arrived(j): whether local rank j has reached the point this rank waits for.
+  [[noreturn]] void fail_timeout(const OpDesc& d, const std::function<bool(int)>& arrived);
   void check_abort_and_peers(const OpDesc& d);
+  void check_abort(const OpDesc& d);
+  void check_peer(const OpDesc& d, int rank, bool arrived);
+  // Throws DTRAIN_ERR_MISMATCH when a peer is in call d.seq with another fingerprint and ready()
+  // (whether what this rank waits for has come after all) is still false.
+  void check_peer_calls(const OpDesc& d, const std::function<bool()>& ready);
   void wait_all(const OpDesc& d);
   template <class Ready>
   bool spin(Ready&& ready);
@@ -101,6 +115,12 @@ class Engine final : public Transport {
   // algorithms (shm_collectives.cpp)
   void allreduce_small(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
   void allreduce_pipelined(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
+  // latency path (shm_box.cpp)
+  void allreduce_box(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
+  BoxLine* box(int rank, std::uint64_t call) const;
+  void box_publish(const OpDesc& d, const std::uint8_t* send, std::size_t bytes);
+  void box_wait(const OpDesc& d, int rank, const BoxLine& b);
+  void box_check_peer(const OpDesc& d, int rank);
   // single-copy allreduce (shm_single_copy.cpp)
   bool allreduce_single_copy(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
   bool single_copy_ready(const OpDesc& d);
@@ -138,6 +158,7 @@ class Engine final : public Transport {
   std::size_t buf_bytes_ = 0;   // one of the three rotating buffers of a rank's data area
   int spin_budget_us_ = 0;      // adaptive spin of a wait (spin_us_ .. 20 x spin_us_)
   bool oversubscribed_ = false; // more local ranks than CPUs this process may run on
+  std::size_t boxes_offset_ = 0;
   std::size_t data_offset_ = 0;
   std::size_t rings_offset_ = 0;
   std::size_t ring_bytes_ = 0;  // data bytes of one ring (a multiple of 4096)
@@ -147,6 +168,8 @@ class Engine final : public Transport {
   std::uint64_t round_ = 0;     // slot-set rounds this rank started
   std::uint64_t calls_ = 0;     // engine calls made (fingerprint slot parity)
   bool first_sync_ = false;     // the next sync is the first of a call: check fingerprints
+  std::uint64_t box_calls_ = 0; // latency-path calls made (the flag value of the current one)
+  std::vector<const void*> srcs_;      // one source per local rank for the reductions
 };
 
 }  // namespace dtrain::coll::shm

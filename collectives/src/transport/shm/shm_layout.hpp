@@ -74,6 +74,18 @@ static_assert(sizeof(Engine::Ring) == 128, "two cache lines of ring control");
 
 inline std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
 
+// The latency path's boxes (shm_box.cpp): per local rank two boxes, used in turn (the parity of the
+// box call's number): a header line (the call's fingerprint, up to 40 bytes of data inline, and the
+// flag: the number of the box call that wrote the box, stored last) and kBoxBytes of data.
+struct alignas(64) Engine::BoxLine {
+  std::uint64_t fp0, fp1;
+  std::uint8_t data[40];            // the contribution itself when it fits
+  std::atomic<std::uint64_t> flag;  // the box call whose data the box holds (0: none yet)
+};
+static_assert(sizeof(Engine::BoxLine) == 64, "one cache line");
+constexpr std::size_t kBoxInline = sizeof(Engine::BoxLine::data);
+constexpr std::size_t kBoxStride = sizeof(Engine::BoxLine) + kBoxBytes;  // one box
+
 constexpr int kSpinGrowth = 20;  // the adaptive spin reaches at most this x DTRAIN_COLL_SPIN_US
 constexpr int kPauseUs = 50;     // then it yields between polls (a peer may wait for this very core)
 

@@ -126,23 +126,22 @@ bool Engine::allreduce_single_copy(const OpDesc& d, const std::uint8_t* send, st
   thread_local std::vector<std::uint8_t> scratch;
   scratch.resize((n - 1) * cbytes + 64);
   auto* tmp = reinterpret_cast<std::uint8_t*>(round_up(reinterpret_cast<std::uintptr_t>(scratch.data()), 64));
-  std::vector<const void*> srcs(n);
   for (std::size_t off = start; off < end_el; off += chunk) {
     const std::size_t m = std::min(chunk, end_el - off), bytes = m * esz;
     for (int j = 0, k = 0; j < n_; ++j) {
       if (j == me_) {
-        srcs[static_cast<std::size_t>(j)] = send + off * esz;
+        srcs_[static_cast<std::size_t>(j)] = send + off * esz;
         continue;
       }
       std::uint8_t* dst = tmp + static_cast<std::size_t>(k++) * cbytes;
       if (!cma(false, ctl_[j].pid.load(), dst, ctl_[j].cma_send.load(std::memory_order_relaxed) + off * esz, bytes))
         single_copy_fail(d, j, false, errno);
-      srcs[static_cast<std::size_t>(j)] = dst;
+      srcs_[static_cast<std::size_t>(j)] = dst;
     }
-    reduce_n(srcs.data(), n_, recv + off * esz, nullptr, m, d.dtype, d.op, div);
+    reduce_n(srcs_.data(), n_, recv + off * esz, nullptr, m, d.dtype, d.op, div);
     // A rank that failed stops writing into the others' buffers at the next chunk (they may return
     // and free them once they see the abort record).
-    if (hdr_->abort_ready.load(std::memory_order_acquire) != 0) check_abort_and_peers(d);
+    check_abort(d);
     for (int j = 0; j < n_; ++j)
       if (j != me_ &&
           !cma(true, ctl_[j].pid.load(), recv + off * esz, ctl_[j].cma_recv.load(std::memory_order_relaxed) + off * esz,

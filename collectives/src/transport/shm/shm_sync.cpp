@@ -44,7 +44,7 @@ void Engine::begin(const OpDesc& d) {
   const int par = static_cast<int>(calls_++ & 1u);
   c.fp[par][0].store(d.fp0(), std::memory_order_relaxed);
   c.fp[par][1].store(d.fp1(), std::memory_order_relaxed);
-  c.fp[par][2].store(d.seq, std::memory_order_relaxed);
+  c.fp[par][2].store(d.seq, std::memory_order_release);  // after fp0, fp1 (check_peer_calls)
   c.kind.store(static_cast<std::uint32_t>(d.kind), std::memory_order_relaxed);
   c.seq.store(d.seq, std::memory_order_relaxed);
   c.busy.store(1, std::memory_order_release);
@@ -53,37 +53,72 @@ void Engine::begin(const OpDesc& d) {
 
 void Engine::end() { ctl_[me_].busy.store(0, std::memory_order_release); }
 
+void Engine::check_abort(const OpDesc& d) {
+  if (hdr_->abort_ready.load(std::memory_order_acquire) == 0) return;
+  const int who = hdr_->abort_rank.load();
+  auto st = static_cast<dtrain_status_t>(hdr_->abort_status.load());
+  if (st == DTRAIN_SUCCESS) st = DTRAIN_ERR_PEER;
+  throw CollError(st, fmt::format("{} on rank {}: rank {} failed: {}", d.text(), granks_[me_],
+                                  granks_[static_cast<std::size_t>(who)], hdr_->abort_msg));
+}
+
+// Local rank j destroyed its communicator before it arrived, or its process is gone.
+void Engine::check_peer(const OpDesc& d, int j, bool arrived) {
+  const auto& c = ctl_[j];
+  if (c.state.load() == 1 && !arrived)
+    throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: rank {} destroyed its communicator instead of "
+                                                 "joining (it had reached {} #{})",
+                                                 d.text(), granks_[me_], granks_[j],
+                                                 op_kind_name(static_cast<OpKind>(c.kind.load())), c.seq.load()));
+  const std::int32_t pid = c.pid.load();
+  if (pid > 0 && pid != static_cast<std::int32_t>(::getpid()) && ::kill(pid, 0) != 0 && errno == ESRCH)
+    throw CollError(DTRAIN_ERR_PEER,
+                    fmt::format("{} on rank {}: rank {} (pid {}) died; it had reached {} #{}", d.text(), granks_[me_],
+                                granks_[j], pid, op_kind_name(static_cast<OpKind>(c.kind.load())), c.seq.load()));
+}
+
 void Engine::check_abort_and_peers(const OpDesc& d) {
-  if (hdr_->abort_ready.load(std::memory_order_acquire) != 0) {
-    const int who = hdr_->abort_rank.load();
-    auto st = static_cast<dtrain_status_t>(hdr_->abort_status.load());
-    if (st == DTRAIN_SUCCESS) st = DTRAIN_ERR_PEER;
-    throw CollError(st, fmt::format("{} on rank {}: rank {} failed: {}", d.text(), granks_[me_],
-                                    granks_[static_cast<std::size_t>(who)], hdr_->abort_msg));
-  }
-  const auto self = static_cast<std::int32_t>(::getpid());
+  check_abort(d);
+  for (int j = 0; j < n_; ++j)
+    if (j != me_) check_peer(d, j, ctl_[j].epoch.load() >= epoch_);
+  check_peer_calls(d, [&] {
+    for (int j = 0; j < n_; ++j)
+      if (ctl_[j].epoch.load(std::memory_order_acquire) < epoch_) return false;
+    return true;
+  });
+}
+
+// A peer that entered this engine call as another call (the latency path and the syncs never meet,
+// so their ranks would wait for each other until the deadline). Each rank keeps its fingerprints by
+// the parity of its engine calls, so the peer's slot of this parity holds this engine call once the
+// peer began it (two engine calls with one sequence number, as the hierarchical engine makes, have
+// different parities). ready(): whether what this rank waits for has come after all, checked
+// before it calls a difference a mismatch.
+void Engine::check_peer_calls(const OpDesc& d, const std::function<bool()>& ready) {
+  const int par = static_cast<int>((calls_ - 1) & 1u);
   for (int j = 0; j < n_; ++j) {
-    if (j == me_) continue;
-    if (ctl_[j].state.load() == 1 && ctl_[j].epoch.load() < epoch_)
-      throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: rank {} destroyed its communicator instead of "
-                                                   "joining (it had reached {} #{})",
-                                                   d.text(), granks_[me_], granks_[j],
-                                                   op_kind_name(static_cast<OpKind>(ctl_[j].kind.load())),
-                                                   ctl_[j].seq.load()));
-    const std::int32_t pid = ctl_[j].pid.load();
-    if (pid > 0 && pid != self && ::kill(pid, 0) != 0 && errno == ESRCH)
-      throw CollError(DTRAIN_ERR_PEER,
-                      fmt::format("{} on rank {}: rank {} (pid {}) died; it had reached {} #{}", d.text(),
-                                  granks_[me_], granks_[j], pid,
-                                  op_kind_name(static_cast<OpKind>(ctl_[j].kind.load())), ctl_[j].seq.load()));
+    const auto& f = ctl_[j].fp[par];
+    if (j == me_ || f[2].load(std::memory_order_acquire) != d.seq) continue;
+    if (f[0].load(std::memory_order_relaxed) == d.fp0() && f[1].load(std::memory_order_relaxed) == d.fp1()) continue;
+    if (ready()) return;
+    std::string calls;
+    for (int k = 0; k < n_; ++k) {
+      const auto& g = ctl_[k].fp[par];
+      calls += fmt::format("; rank {}: {} #{}", granks_[k], describe_fingerprint(g[0].load(), g[1].load()),
+                           g[2].load());
+    }
+    throw CollError(DTRAIN_ERR_MISMATCH,
+                    fmt::format("mismatched collective calls at call #{} (every rank must make the same calls with "
+                                "the same count, dtype, op and root){}",
+                                d.seq, calls));
   }
 }
 
-void Engine::fail_timeout(const OpDesc& d, std::uint32_t epoch) {
+void Engine::fail_timeout(const OpDesc& d, const std::function<bool(int)>& arrived_at) {
   std::string missing, where;
   for (int j = 0; j < n_; ++j) {
     const auto& c = ctl_[j];
-    const bool arrived = c.epoch.load() >= epoch;
+    const bool arrived = arrived_at(j);
     if (!arrived) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", granks_[j]);
     where += fmt::format("; rank {}: {} {} #{}{}", granks_[j], c.busy.load() ? "in" : "last finished",
                          op_kind_name(static_cast<OpKind>(c.kind.load())), c.seq.load(),
@@ -124,7 +159,8 @@ void Engine::wait_all(const OpDesc& d) {
   bool done = false;
   while (!done) {
     check_abort_and_peers(d);
-    if (Clock::now() >= d.deadline) fail_timeout(d, epoch_);
+    if (Clock::now() >= d.deadline)
+      fail_timeout(d, [&](int j) { return ctl_[j].epoch.load() >= epoch_; });
     hdr_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t p = hdr_->phase.load(std::memory_order_seq_cst);
     done = all_arrived();

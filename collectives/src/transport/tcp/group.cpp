@@ -17,28 +17,36 @@ Group::Group(Mesh& mesh, std::vector<int> ranks) : mesh_(mesh), ranks_(std::move
   idx_ = static_cast<int>(it - ranks_.begin());
 }
 
+Group::Fold Group::folder(dtrain_dtype_t dtype, dtrain_op_t op, int div) {
+  return [dtype, op, div](const void* in, const void* own, void* out, std::size_t count, bool last) {
+    const void* srcs[2] = {in, own};
+    reduce_n(srcs, 2, out, nullptr, count, dtype, op, last ? div : 1);
+  };
+}
+
 std::uint8_t* Group::scratch(std::size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(bytes);
   return scratch_.data();
 }
 
-void Group::barrier(const OpDesc& d) { allreduce(d, nullptr, 0, DTRAIN_UINT8, DTRAIN_MAX, 1); }
+void Group::barrier(const OpDesc& d) { allreduce(d, nullptr, nullptr, 0, DTRAIN_UINT8, DTRAIN_MAX, 1); }
 
-void Group::allreduce(const OpDesc& d, void* buf_v, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
-                      int div) {
+void Group::allreduce(const OpDesc& d, const void* send_v, void* recv_v, std::size_t count, dtrain_dtype_t dtype,
+                      dtrain_op_t op, int div) {
   const int n = size();
   const std::size_t esz = dtype_size(dtype);
-  auto* buf = static_cast<std::uint8_t*>(buf_v);
-  if (n == 1) {
-    divide_in_place(buf, count, dtype, div);
-    return;
-  }
-  if (count * esz > kSmallBytes && count >= static_cast<std::size_t>(n)) {
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* buf = static_cast<std::uint8_t*>(recv_v);
+  if (count * esz > kSmallBytes && count >= static_cast<std::size_t>(n) && n > 1) {
     std::vector<std::size_t> starts(static_cast<std::size_t>(n) + 1);
     for (int b = 0; b <= n; ++b)
       starts[static_cast<std::size_t>(b)] = count * static_cast<std::size_t>(b) / static_cast<std::size_t>(n);
-    ring_reduce_scatter(d, buf, starts, esz, dtype, op, div);
-    ring_allgather(d, buf, starts, esz);
+    ring(d, send, buf, starts, esz, folder(dtype, op, div), n - 1, n - 1);
+    return;
+  }
+  if (count != 0 && send != buf) std::memmove(buf, send, count * esz);
+  if (n == 1) {
+    divide_in_place(buf, count, dtype, div);
     return;
   }
   recursive_doubling(d, buf, count, dtype, op, div);
@@ -75,59 +83,48 @@ void Group::recursive_doubling(const OpDesc& d, std::uint8_t* buf, std::size_t c
   if (idx_ + p < n) mesh_.exchange(d, at(idx_ + p), buf, bytes, -1, nullptr, 0);
 }
 
-void Group::ring_reduce_scatter(const OpDesc& d, std::uint8_t* buf, const std::vector<std::size_t>& starts,
-                                std::size_t esz, dtrain_dtype_t dtype, dtrain_op_t op, int div) {
-  const int n = size();
-  const int next = at((idx_ + 1) % n);
-  const int prev = at((idx_ + n - 1) % n);
-  const std::size_t chunk = std::max<std::size_t>(1, mesh_.chunk_bytes() / esz);
-  std::uint8_t* tmp = scratch(chunk * esz);
-  auto blen = [&](int b) { return starts[static_cast<std::size_t>(b) + 1] - starts[static_cast<std::size_t>(b)]; };
-  // Every rank walks the same number of pieces per step (sized by the largest block), so sender and
-  // receiver agree on each message even when block lengths differ by one element.
-  std::size_t maxb = 0;
-  for (int b = 0; b < n; ++b) maxb = std::max(maxb, blen(b));
-  // Step s: send block (idx-s-1), receive block (idx-s-2) and fold it: after n-1 steps this rank
-  // holds block idx reduced over every rank, in ring order starting at rank idx+1.
-  for (int s = 0; s < n - 1; ++s) {
-    const int sb = ((idx_ - s - 1) % n + n) % n;
-    const int rb = ((idx_ - s - 2) % n + n) % n;
-    const std::size_t slen = blen(sb), rlen = blen(rb);
-    for (std::size_t off = 0; off < maxb; off += chunk) {
-      const std::size_t sl = off < slen ? std::min(chunk, slen - off) : 0;
-      const std::size_t rl = off < rlen ? std::min(chunk, rlen - off) : 0;
-      mesh_.exchange(d, next, buf + (starts[static_cast<std::size_t>(sb)] + off) * esz, sl * esz, prev, tmp,
-                     rl * esz);
-      if (rl) {
-        std::uint8_t* own = buf + (starts[static_cast<std::size_t>(rb)] + off) * esz;
-        const void* srcs[2] = {tmp, own};
-        reduce_n(srcs, 2, own, nullptr, rl, dtype, op, s == n - 2 ? div : 1);
-      }
-    }
-  }
-}
-
-void Group::ring_allgather(const OpDesc& d, std::uint8_t* buf, const std::vector<std::size_t>& starts,
-                           std::size_t esz) {
+// The ring's steps as one pipelined stream (Mesh::stream): `rs` reduce-scatter steps, then `ag`
+// allgather steps, each step's blocks cut into the same number of chunks on every rank (sized by the
+// largest block, so sender and receiver agree on every message even when block lengths differ by
+// one element). Reduce-scatter step s sends block idx-s-1 (this rank's own contribution at step 0,
+// from send; the block it folded at step s-1 after that, from buf) and receives block idx-s-2 into
+// tmp, folded with this rank's contribution into buf; after n-1 steps buf holds block idx reduced
+// over every rank, in ring order starting at rank idx+1. Allgather step t sends block idx-t and
+// receives block idx-t-1 into buf. A chunk of one step is sent as soon as the same chunk of the step
+// before has arrived (and been folded), so the steps overlap and both directions stay busy.
+void Group::ring(const OpDesc& d, const std::uint8_t* send, std::uint8_t* buf, const std::vector<std::size_t>& starts,
+                 std::size_t esz, const Fold& fold, int rs, int ag) {
   const int n = size();
   const int next = at((idx_ + 1) % n);
   const int prev = at((idx_ + n - 1) % n);
   const std::size_t chunk = std::max<std::size_t>(1, mesh_.chunk_bytes() / esz);
   auto blen = [&](int b) { return starts[static_cast<std::size_t>(b) + 1] - starts[static_cast<std::size_t>(b)]; };
-  // As in ring_reduce_scatter: the same number of pieces per step on every rank.
+  auto block = [&](int b) { return ((b % n) + n) % n; };
   std::size_t maxb = 0;
   for (int b = 0; b < n; ++b) maxb = std::max(maxb, blen(b));
-  for (int s = 0; s < n - 1; ++s) {
-    const int sb = ((idx_ - s) % n + n) % n;
-    const int rb = ((idx_ - s - 1) % n + n) % n;
-    const std::size_t slen = blen(sb), rlen = blen(rb);
-    for (std::size_t off = 0; off < maxb; off += chunk) {
-      const std::size_t sl = off < slen ? std::min(chunk, slen - off) : 0;
-      const std::size_t rl = off < rlen ? std::min(chunk, rlen - off) : 0;
-      mesh_.exchange(d, next, buf + (starts[static_cast<std::size_t>(sb)] + off) * esz, sl * esz, prev,
-                     buf + (starts[static_cast<std::size_t>(rb)] + off) * esz, rl * esz);
+  const std::size_t chunks = std::max<std::size_t>(1, (maxb + chunk - 1) / chunk);
+  std::uint8_t* tmp = rs > 0 ? scratch(chunk * esz) : nullptr;
+  std::vector<Mesh::Segment> segs;
+  segs.reserve(static_cast<std::size_t>(rs + ag) * chunks);
+  for (int step = 0; step < rs + ag; ++step) {
+    const bool reducing = step < rs;
+    const int sb = block(reducing ? idx_ - step - 1 : idx_ - (step - rs));
+    const int rb = block(sb - 1);
+    const std::uint8_t* from = reducing && step == 0 ? send : buf;
+    for (std::size_t off = 0; off < chunks * chunk; off += chunk) {
+      const std::size_t sl = off < blen(sb) ? std::min(chunk, blen(sb) - off) : 0;
+      const std::size_t rl = off < blen(rb) ? std::min(chunk, blen(rb) - off) : 0;
+      std::uint8_t* into = reducing ? tmp : buf + (starts[static_cast<std::size_t>(rb)] + off) * esz;
+      segs.push_back({from + (starts[static_cast<std::size_t>(sb)] + off) * esz, sl * esz, into, rl * esz});
     }
   }
+  mesh_.stream(d, next, prev, segs, chunks, [&](std::size_t i) {
+    const auto step = static_cast<int>(i / chunks);
+    if (step >= rs || segs[i].rlen == 0) return;
+    const int rb = block(idx_ - step - 2);
+    const std::size_t at = starts[static_cast<std::size_t>(rb)] * esz + (i % chunks) * chunk * esz;
+    fold(tmp, send + at, buf + at, segs[i].rlen / esz, step == rs - 1);
+  });
 }
 
 void Group::broadcast(const OpDesc& d, void* buf_v, std::size_t bytes, int root) {
@@ -135,7 +132,7 @@ void Group::broadcast(const OpDesc& d, void* buf_v, std::size_t bytes, int root)
   if (n == 1) return;
   // Data flows only out of the root, so a rank with a different root or count might never hear of
   // the difference: agree on the fingerprint first (recursive doubling of empty messages).
-  allreduce(d, nullptr, 0, DTRAIN_UINT8, DTRAIN_MAX, 1);
+  allreduce(d, nullptr, nullptr, 0, DTRAIN_UINT8, DTRAIN_MAX, 1);
   auto* buf = static_cast<std::uint8_t*>(buf_v);
   const int v = (idx_ - root + n) % n;
   auto rank_of = [&](int vv) { return at((vv + root) % n); };
@@ -166,23 +163,24 @@ void Group::allgather(const OpDesc& d, void* buf, std::size_t block_bytes) {
   if (n == 1) return;
   std::vector<std::size_t> starts(static_cast<std::size_t>(n) + 1);
   for (int b = 0; b <= n; ++b) starts[static_cast<std::size_t>(b)] = static_cast<std::size_t>(b) * block_bytes;
-  ring_allgather(d, static_cast<std::uint8_t*>(buf), starts, 1);
+  ring(d, nullptr, static_cast<std::uint8_t*>(buf), starts, 1, {}, 0, n - 1);
 }
 
-void Group::reduce_scatter(const OpDesc& d, void* buf, void* out, std::size_t block_count, dtrain_dtype_t dtype,
-                           dtrain_op_t op, int div) {
+void Group::reduce_scatter(const OpDesc& d, const void* send, void* work_v, void* out, std::size_t block_count,
+                           dtrain_dtype_t dtype, dtrain_op_t op, int div) {
   const int n = size();
   const std::size_t esz = dtype_size(dtype);
+  auto* work = static_cast<std::uint8_t*>(work_v);
   std::vector<std::size_t> starts(static_cast<std::size_t>(n) + 1);
   for (int b = 0; b <= n; ++b) starts[static_cast<std::size_t>(b)] = static_cast<std::size_t>(b) * block_count;
+  const std::size_t own = starts[static_cast<std::size_t>(idx_)] * esz;
   if (n > 1) {
-    ring_reduce_scatter(d, static_cast<std::uint8_t*>(buf), starts, esz, dtype, op, div);
+    ring(d, static_cast<const std::uint8_t*>(send), work, starts, esz, folder(dtype, op, div), n - 1, 0);
   } else {
-    divide_in_place(buf, block_count, dtype, div);
+    if (block_count != 0 && work_v != send) std::memmove(work, send, block_count * esz);
+    divide_in_place(work, block_count, dtype, div);
   }
-  if (block_count != 0)
-    std::memmove(out, static_cast<std::uint8_t*>(buf) + starts[static_cast<std::size_t>(idx_)] * esz,
-                 block_count * esz);
+  if (block_count != 0 && out != work + own) std::memmove(out, work + own, block_count * esz);
 }
 
 }  // namespace dtrain::coll::tcp

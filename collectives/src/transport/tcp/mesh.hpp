@@ -5,17 +5,19 @@
 // "address port host" under <key_prefix>tcp/<rank> (rank 0 first puts 32 random bytes, the
 // communicator's secret, under <key_prefix>tcp/secret); it connects to every lower rank and accepts
 // every higher one, each connection proving the secret (mesh_handshake.hpp) before it is bound to a
-// rank; strangers are dropped with a warning and the listener closes once every peer is in. Exchange (mesh_exchange.cpp): a send to one rank and a receive from another at
-// the same time; every message is preceded by a header with the call's sequence number, fingerprint
-// and length, and a difference fails the call with DTRAIN_ERR_MISMATCH. Point-to-point messages
-// (mesh_p2p.cpp) travel on the same sockets as frames of their own channel; an exchange that meets
-// one parks it in the peer's inbox, where the matching receive finds it. A failing rank records why
-// in the store (<key_prefix>abort) and shuts its sockets, so the others fail at once and report the
-// root cause. Ranks are group ranks; messages name world ranks (Options::members).
+// rank; strangers are dropped with a warning and the listener closes once every peer is in. Exchange
+// (mesh_exchange.cpp): a send to one rank and a receive from another at the same time (stream():
+// many such exchanges pipelined); every message is preceded by a header with the call's sequence
+// number, fingerprint and length, and a difference fails the call with DTRAIN_ERR_MISMATCH.
+// Point-to-point messages (mesh_p2p.cpp) travel on the same sockets as frames of their own channel;
+// an exchange that meets one parks it in the peer's inbox, where the matching receive finds it. A
+// failing rank records why in the store (<key_prefix>abort) and shuts its sockets, so the others
+// fail at once and report the root cause. Ranks are group ranks; messages name world ranks (Options::members).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,20 @@ class Mesh {
   // be -1), by d.deadline.
   void exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen, int from, void* rbuf,
                 std::size_t rlen);
+  // A pipelined run of exchanges with one pair of peers (a ring's steps in one go): message i sends
+  // segs[i].send (slen bytes) to `to` and receives segs[i].rlen bytes from `from` into
+  // segs[i].recv, each direction in order. Send i starts once fewer than `lead` receives before it
+  // are missing (i < receives done + lead); when receive i is complete, on_recv(i) runs before
+  // receive i+1 starts (so a receive buffer may be reused by the next one). Both directions
+  // progress together, by d.deadline.
+  struct Segment {
+    const void* send = nullptr;
+    std::size_t slen = 0;
+    void* recv = nullptr;
+    std::size_t rlen = 0;
+  };
+  void stream(const OpDesc& d, int to, int from, const std::vector<Segment>& segs, std::size_t lead,
+              const std::function<void(std::size_t)>& on_recv);
   // Publishes the failure to the store and shuts every socket so peers stop waiting.
   void abort(dtrain_status_t status, const std::string& msg) noexcept;
 
@@ -120,6 +136,7 @@ class Mesh {
   bool send_some(const OpDesc& d, Xfer& x);
   bool recv_some(const OpDesc& d, Xfer& x);
   void check_header(const OpDesc& d, const Xfer& x) const;
+  void wait_for(const OpDesc& d, const Xfer& x);
   [[noreturn]] void peer_failed(const std::string& call, int peer, const std::string& what);
   [[noreturn]] void fail_timeout(const OpDesc& d, int to, int from);
   // point-to-point (mesh_p2p.cpp)

@@ -1,8 +1,10 @@
 // TCP mesh exchange: the send and the receive of one step advance together on non-blocking sockets
 // (sendmsg of header + payload, recv of header then payload), polling both when neither moves, until
-// both are done or the call's deadline passes. A point-to-point frame met on the way (the peer sent
-// it before entering this collective) is read whole into the peer's inbox (mesh_p2p.cpp takes it
-// from there) and the receive goes on with the next header. Failures: a broken or closed connection reports the
+// both are done or the call's deadline passes; stream() runs many such steps with one pair of peers
+// pipelined (a send goes as soon as what it depends on has arrived, while receives go on). A
+// point-to-point frame met on the way (the peer sent it before entering this collective) is read
+// whole into the peer's inbox (mesh_p2p.cpp takes it from there) and the receive goes on with the
+// next header. Failures: a broken or closed connection reports the
 // root cause the peer recorded in the store (its status and message) when there is one; a timeout
 // asks every rank through the store where it is and names who never reached the call.
 #include <poll.h>
@@ -66,13 +68,68 @@ void Mesh::exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen,
     bool progress = false;
     if (!x.send_done) progress = send_some(d, x);
     if (!x.recv_done) progress = recv_some(d, x) || progress;
-    if (progress || (x.send_done && x.recv_done)) continue;
-    pollfd pfd[2];
-    int n = 0;
-    if (!x.send_done) pfd[n++] = {x.sfd, POLLOUT, 0};
-    if (!x.recv_done) pfd[n++] = {x.rfd, POLLIN, 0};
-    if (Clock::now() >= d.deadline) fail_timeout(d, x.send_done ? -1 : to, x.recv_done ? -1 : from);
-    ::poll(pfd, static_cast<nfds_t>(n), ms_left(d.deadline));
+    if (!progress && (!x.send_done || !x.recv_done)) wait_for(d, x);
+  }
+}
+
+// Neither direction moved: poll the unfinished ones (a second at most), or fail past the deadline.
+void Mesh::wait_for(const OpDesc& d, const Xfer& x) {
+  pollfd pfd[2];
+  int n = 0;
+  if (!x.send_done) pfd[n++] = {x.sfd, POLLOUT, 0};
+  if (!x.recv_done) pfd[n++] = {x.rfd, POLLIN, 0};
+  if (Clock::now() >= d.deadline) fail_timeout(d, x.send_done ? -1 : x.to, x.recv_done ? -1 : x.from);
+  ::poll(pfd, static_cast<nfds_t>(n), ms_left(d.deadline));
+}
+
+void Mesh::stream(const OpDesc& d, int to, int from, const std::vector<Segment>& segs, std::size_t lead,
+                  const std::function<void(std::size_t)>& on_recv) {
+  const std::size_t n = segs.size();
+  Xfer x{.sh = WireHeader{kWireMagic, kCollective, d.seq, d.fp0(), d.fp1(), 0},
+         .to = to,
+         .from = from,
+         .sfd = pairs_[static_cast<std::size_t>(to)].fd,
+         .rfd = pairs_[static_cast<std::size_t>(from)].fd,
+         .sbuf = nullptr,
+         .rbuf = nullptr,
+         .slen = 0,
+         .rlen = 0,
+         .stotal = 0,
+         .send_done = true,
+         .recv_done = n == 0};
+  if (x.sfd < 0 || x.rfd < 0)
+    throw CollError(DTRAIN_ERR_ABORTED, fmt::format("{}: the communicator's connections are closed", d.text()));
+  auto start_recv = [&](std::size_t i) {
+    x.rbuf = segs[i].recv;
+    x.rlen = segs[i].rlen;
+    x.hgot = x.got = 0;
+  };
+  if (n != 0) start_recv(0);
+  std::size_t si = 0, ri = 0;  // the send and the receive in progress
+  while (si < n || ri < n) {
+    bool progress = false;
+    if (x.send_done && si < n && si < ri + lead) {  // the next send may go
+      x.sh.len = x.slen = segs[si].slen;
+      x.sbuf = segs[si].send;
+      x.stotal = sizeof(WireHeader) + x.slen;
+      x.sent = 0;
+      x.send_done = false;
+    }
+    if (!x.send_done) {
+      progress = send_some(d, x);
+      if (x.send_done) ++si;
+    }
+    if (!x.recv_done) {
+      progress = recv_some(d, x) || progress;
+      if (x.recv_done) {
+        on_recv(ri);
+        if (++ri < n) {
+          start_recv(ri);
+          x.recv_done = false;
+        }
+      }
+    }
+    if (!progress && (!x.send_done || !x.recv_done)) wait_for(d, x);
   }
 }
 

@@ -21,8 +21,10 @@ void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept { me
 void Engine::barrier(const OpDesc& d) { all_.barrier(d); }
 
 void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
-  const Staging::Work w = staging_.begin(send, recv, d.count, d.dtype);
-  all_.allreduce(d, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? mesh_.size() : 1);
+  const int div = d.op == DTRAIN_AVG ? mesh_.size() : 1;
+  if (!is_half(d.dtype)) return all_.allreduce(d, send, recv, d.count, d.dtype, d.op, div);
+  const Staging::Work w = staging_.begin(send, recv, d.count, d.dtype);  // float32, reduced in place
+  all_.allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, div);
   Staging::finish(w, recv, d.count, d.dtype);
 }
 
@@ -47,12 +49,10 @@ void Engine::reduce_scatter(const OpDesc& d, const void* send, void* recv) {
     auto* f = reinterpret_cast<float*>(staging_.bytes((total + d.count) * sizeof(float)));
     widen_to_float(send, f, total, d.dtype);
     float* out = f + total;
-    all_.reduce_scatter(d, f, out, d.count, DTRAIN_FLOAT32, d.op, div);
+    all_.reduce_scatter(d, f, f, out, d.count, DTRAIN_FLOAT32, d.op, div);
     narrow_from_float(out, recv, d.count, d.dtype);
   } else {
-    std::uint8_t* w = staging_.bytes(total * esz);
-    if (total) std::memcpy(w, send, total * esz);
-    all_.reduce_scatter(d, w, recv, d.count, d.dtype, d.op, div);
+    all_.reduce_scatter(d, send, staging_.bytes(total * esz), recv, d.count, d.dtype, d.op, div);
   }
 }
 

@@ -47,7 +47,9 @@ inline std::int64_t now_ns() {
 }
 
 // Writer (one thread at a time per page).
-inline void begin_call(Page& p, Op op, std::uint64_t seq, std::uint64_t bytes) {
+// now: CLOCK_MONOTONIC in ns when the call began (the collectives pass the coarse clock's reading
+// of their deadline, a few ms behind at most: fine for a page read in seconds).
+inline void begin_call(Page& p, Op op, std::uint64_t seq, std::uint64_t bytes, std::int64_t now = now_ns()) {
   auto v = p.lock.load(std::memory_order_relaxed);
   p.lock.store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -55,12 +57,12 @@ inline void begin_call(Page& p, Op op, std::uint64_t seq, std::uint64_t bytes) {
   p.seq.store(seq, std::memory_order_relaxed);
   p.bytes.store(bytes, std::memory_order_relaxed);
   p.calls.store(p.calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  p.begin_ns.store(now_ns(), std::memory_order_relaxed);
+  p.begin_ns.store(now, std::memory_order_relaxed);
   p.end_ns.store(0, std::memory_order_relaxed);
   p.lock.store(v + 2, std::memory_order_release);
 }
 
-inline void end_call(Page& p) { p.end_ns.store(now_ns(), std::memory_order_release); }
+inline void end_call(Page& p, std::int64_t now = now_ns()) { p.end_ns.store(now, std::memory_order_release); }
 
 struct Snapshot {
   bool valid = false;  // a page written by a collectives library (not an empty file)
