@@ -12,15 +12,11 @@ void Agent::Impl::open_loop() {
   int rc = uv_loop_init(&loop);
   if (rc < 0) throw_os_error(rc, "cannot create the agent's event loop");
   loop_inited = true;
-  group.open(&loop, {helper.exe, helper.exec_word, std::to_string(::getpid()), command, workdir.string()});
-  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id);
+  reaper.start(&loop, opt.reap_escapees);
+  group.open(&loop, {command, workdir.string()});
+  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id,
+                 [this](const std::string& message) { fatal(IoError(message)); });
   guardian.sweep_at_end(ctx.shm_prefix);
-  if (opt.reap_escapees)
-    escapees.start(&loop, [this] {
-      auto pids = group.live_pids();
-      if (long g = guardian.pid(); g > 0) pids.insert(static_cast<pid_t>(g));
-      return pids;
-    });
   watch_signals();
   for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer, &progress_timer, &failure_timer}) {
     rc = t->init([&](uv_timer_t* h) { return uv_timer_init(&loop, h); }, this);
@@ -45,6 +41,8 @@ void Agent::Impl::open_loop() {
   }, this);
   if (rc < 0) throw IoError(fmt::format("uv_async_init: {}", uv_strerror(rc)));
   if (!events.empty()) uv_async_send(async.get());
+  guardian.settle();  // its starter is gone, so it is not re-parented to us once we are a subreaper
+  if (opt.reap_escapees) escapees.start([this] { return group.live_pids(); });
 }
 
 void Agent::Impl::watch_signals() {
@@ -114,7 +112,6 @@ void Agent::Impl::close_control_handles() {
   progress_timer.close();
   failure_timer.close();
   group.close_timer();
-  escapees.close();
   guardian.release();
 }
 
@@ -125,9 +122,10 @@ void Agent::Impl::close_loop() {
   escapees.kill_all(2000);
   close_control_handles();
   state = JobState::done;
-  uv_run(&loop, UV_RUN_DEFAULT);  // reaps workers and the guardian, runs close callbacks
+  uv_run(&loop, UV_RUN_DEFAULT);  // reaps the workers, sees the guardian end, runs close callbacks
   group.close();
   guardian.close();
+  reaper.close();
   uv_run(&loop, UV_RUN_DEFAULT);
   int rc = uv_loop_close(&loop);
   if (rc != 0) DTRAIN_WARN(agent, "libuv loop closed with handles left: {}", uv_strerror(rc));
@@ -184,8 +182,9 @@ void Agent::Impl::execute(const job::Kill& a) {
 
 void Agent::Impl::execute(const job::LocalFailure& a) {
   if (a.exit.exec_errno != 0)
-    terminal.say(fmt::format("dtrain: rank {}: cannot execute '{}': {}", a.exit.rank, command[0],
-                             std::strerror(a.exit.exec_errno)));
+    terminal.say(fmt::format("dtrain: rank {}: cannot {} '{}': {}", a.exit.rank,
+                             a.exit.workdir_error ? "enter the workdir" : "execute",
+                             a.exit.workdir_error ? workdir.string() : command[0], std::strerror(a.exit.exec_errno)));
   pending_failure.emplace(a.exit, machine.generation());
   flush_failure(false);
   if (!pending_failure) return;
@@ -232,8 +231,12 @@ void Agent::Impl::execute(const job::Finish& a) {
   result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   execute(job::Enter{JobState::done});
   terminal.clear_progress();
-  close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
   sweep_segments();
+  if (escapees.active() && group.live() == 0) {
+    escapees.kill_all(1000);  // reads /proc only if a process that left its group is still here
+    guardian.all_clear();     // so it need not search /proc for them itself
+  }
+  close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
   if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
   if (a.exit_code != 0) {
     std::string text = summary_text(result);
@@ -287,7 +290,6 @@ void Agent::post(Event e) {
   if (impl_->async) uv_async_send(impl_->async.get());
 }
 
-int exec_shim_main(int argc, char** argv) { return dtrain_shim_exec(argc, argv, "dtrain __exec"); }
 int guardian_main(int, char**) { return dtrain_shim_guard(); }
 
 }  // namespace dtrain::agent

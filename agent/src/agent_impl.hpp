@@ -35,6 +35,7 @@
 #include "job_machine.hpp"
 #include "output_router.hpp"
 #include "progress_board.hpp"
+#include "reaper.hpp"
 #include "resolve_command.hpp"
 #include "run_folder.hpp"
 #include "shim.h"
@@ -85,6 +86,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   Terminal terminal;
   OutputRouter router;
   Guardian guardian;
+  Reaper reaper;  // the workers (and, with reap_escapees, every child of the process)
   WorkerGroup group;
   Escapees escapees;
   RunFolder run_folder;
@@ -106,7 +108,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
         machine(policy_of(opt)),
         terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
         router(opt.output, terminal),
-        group(router, guardian, *this) {
+        group(router, guardian, reaper, *this) {
     terminal.set_progress_source([this] {
       return progress_text({state.load(), result.restarts, opt.max_restarts, group.live(), local_total,
                             machine.waiting_for_go()});

@@ -1,12 +1,7 @@
-/* The agent's two helper processes, written once in C (libc only) and linked into both the static
- * `dtrain-shim` program and the dtrain binary (`dtrain __exec` / `dtrain __guard`); they exist
- * because libuv's uv_spawn has no hook between fork and exec:
+/* The agent's guardian, written in C (libc only) and linked into both the static `dtrain-shim`
+ * program and the dtrain binary (`dtrain __guard`), so that it runs as a small process of its own
+ * for the whole job (the agent starts it detached: guardian.hpp):
  *
- *   exec AGENT_PID -- COMMAND...  sets PR_SET_PDEATHSIG(SIGKILL), checks the agent is still its
- *       parent (it may have died before the prctl), then execvp()s the command. The agent started it
- *       in a new session (own process group). If exec fails, it writes {pid, errno} to fd 3 (the
- *       agent's status pipe; close-on-exec, so a successful exec leaves nothing there) and exits
- *       127 (not found) or 126 (not executable).
  *   guard  reads "+PGID\n" / "-PGID\n" lines from stdin (a pipe held by the agent), and "=ID\n", the
  *       DTRAIN_AGENT_ID every worker carries. On EOF, which is also what happens when the agent is
  *       SIGKILLed, it SIGKILLs every group still listed, every descendant of their members, and
@@ -15,7 +10,8 @@
  *       their parent died first (the kernel kills workers with the agent: PR_SET_PDEATHSIG).
  *       "/PREFIX\n" names the workers' shared-memory stem (DTRAIN_SHM_PREFIX): at the end it also
  *       removes every /dev/shm entry whose name starts with it (a worker killed during setup
- *       leaves its segment there).
+ *       leaves its segment there). ".\n" is the agent's word that it reaped and swept everything
+ *       itself: at EOF only the groups still listed are killed, and /proc and /dev/shm are not read.
  *       Own session, ignores INT/TERM/HUP/PIPE.
  */
 #define _GNU_SOURCE
@@ -24,40 +20,23 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "dtrain/common/exit_codes.h"
 
-int dtrain_shim_exec(int argc, char** argv, const char* who) {
-  if (argc < 5 || strcmp(argv[3], "--") != 0) {
-    fprintf(stderr, "%s: internal helper of dtrain launch, not for direct use\n", who);
-    return DTRAIN_EXIT_USAGE;
-  }
-  long agent = strtol(argv[2], NULL, 10);
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(DTRAIN_EXIT_INTERNAL);
-  if ((long)getppid() != agent) _exit(DTRAIN_EXIT_SIGNAL_BASE + SIGKILL);
-  fcntl(3, F_SETFD, FD_CLOEXEC);
-  execvp(argv[4], argv + 4);
-  int err = errno;
-  int32_t rec[2] = {(int32_t)getpid(), (int32_t)err};
-  ssize_t n = write(3, rec, sizeof rec);
-  (void)n;
-  _exit(err == ENOENT || err == ENOTDIR ? DTRAIN_EXIT_NOT_FOUND : DTRAIN_EXIT_NOT_EXECUTABLE);
-}
-
 /* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one), the
- * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it) and their /dev/shm stem ('/' sets it). */
+ * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it), their /dev/shm stem ('/' sets it), and
+ * whether the agent cleaned up itself ('.'). */
 struct groups {
   long* pg;
   size_t count, cap;
   char marker[128];
   char shm_prefix[72];
+  int all_clear;
 };
 
 /* A stem as common/shm_names.hpp accepts it: 1 to 64 letters, digits, '-', '_' or '.'. */
@@ -105,13 +84,17 @@ static void groups_remove(struct groups* g, long pg) {
     }
 }
 
-/* One complete line ("+PGID" or "-PGID", without its newline). */
+/* One complete line ("+PGID", "-PGID", "=ID", "/PREFIX" or ".", without its newline). */
 static void guard_line(struct groups* g, const char* line, size_t len) {
   static const char kName[] = "DTRAIN_AGENT_ID=";
   if (line[0] == '=' && len > 1 && len - 1 + sizeof kName <= sizeof g->marker) {
     memcpy(g->marker, kName, sizeof kName - 1);
     memcpy(g->marker + sizeof kName - 1, line + 1, len - 1);
     g->marker[sizeof kName - 1 + len - 1] = '\0';
+    return;
+  }
+  if (line[0] == '.') {
+    g->all_clear = 1;
     return;
   }
   if (line[0] == '/') {
@@ -233,7 +216,7 @@ int dtrain_shim_guard(void) {
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  struct groups g = {NULL, 0, 0, "", ""};
+  struct groups g = {NULL, 0, 0, "", "", 0};
   char line[128];
   size_t len = 0;
   char buf[4096];
@@ -251,9 +234,9 @@ int dtrain_shim_guard(void) {
       len = 0;
     }
   }
-  if (g.count > 0 || g.marker[0] != '\0') kill_trees(&g);
+  if (!g.all_clear && (g.count > 0 || g.marker[0] != '\0')) kill_trees(&g);
   for (size_t k = 0; k < g.count; ++k) kill((pid_t)-g.pg[k], SIGKILL);
-  if (g.shm_prefix[0] != '\0') sweep_shm(g.shm_prefix);
+  if (!g.all_clear && g.shm_prefix[0] != '\0') sweep_shm(g.shm_prefix);
   free(g.pg);
   return DTRAIN_EXIT_OK;
 }
