@@ -8,16 +8,22 @@
 
 namespace dtrain::agent {
 
-void Agent::Impl::open_loop() {
+// The loop and the guardian, first of all: the guardian's start (two forks and an exec, none of
+// which the agent waits for) overlaps with the rest of the set-up.
+void Agent::Impl::start_guardian() {
   int rc = uv_loop_init(&loop);
   if (rc < 0) throw_os_error(rc, "cannot create the agent's event loop");
   loop_inited = true;
   reaper.start(&loop, opt.reap_escapees);
-  group.open(&loop, {command, workdir.string()});
   guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id,
                  [this](const std::string& message) { fatal(IoError(message)); });
   guardian.sweep_at_end(ctx.shm_prefix);
+}
+
+void Agent::Impl::open_loop() {
+  group.open(&loop, {command, workdir.string()});
   watch_signals();
+  int rc = 0;
   for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer, &progress_timer, &failure_timer}) {
     rc = t->init([&](uv_timer_t* h) { return uv_timer_init(&loop, h); }, this);
     if (rc < 0) throw IoError(fmt::format("uv_timer_init: {}", uv_strerror(rc)));
@@ -112,6 +118,17 @@ void Agent::Impl::close_control_handles() {
   progress_timer.close();
   failure_timer.close();
   group.close_timer();
+  release_guardian();
+}
+
+// The guardian's stdin closes, so it ends. When nothing of the job can be left (no worker alive,
+// none started or every process that left a worker's group gone, the segments swept), it hears so
+// first and ends at once instead of searching /proc.
+void Agent::Impl::release_guardian() {
+  if (group.live() == 0 && (!spawned_any || escapees.kill_all(1000))) {
+    sweep_segments();
+    guardian.all_clear();
+  }
   guardian.release();
 }
 
@@ -154,6 +171,7 @@ void Agent::Impl::execute(const job::Enter& a) {
 
 void Agent::Impl::execute(const job::Spawn& a) {
   group.clear_retired();
+  spawned_any = true;
   ctx.generation = a.generation;
   ctx.master_port = a.master_port ? *a.master_port : net::pick_free_port("0.0.0.0");
   auto logs = run_folder.attempt(a.generation);
@@ -232,10 +250,6 @@ void Agent::Impl::execute(const job::Finish& a) {
   execute(job::Enter{JobState::done});
   terminal.clear_progress();
   sweep_segments();
-  if (escapees.active() && group.live() == 0) {
-    escapees.kill_all(1000);  // reads /proc only if a process that left its group is still here
-    guardian.all_clear();     // so it need not search /proc for them itself
-  }
   close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
   if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
   if (a.exit_code != 0) {

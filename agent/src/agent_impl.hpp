@@ -101,6 +101,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   std::vector<std::string> command;
   Helper helper;  // what starts the workers and the guardian
   int local_total = 0;
+  bool spawned_any = false;  // a generation's workers were started
 
   Impl(AgentOptions o, AgentHooks h)
       : opt(std::move(o)),
@@ -122,6 +123,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void adopt_plan(const config::Plan& plan);
   bool command_runs();
   void start_store();
+  void start_guardian();
   void open_loop();
   void watch_signals();
   void arm_runtime();
@@ -130,6 +132,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void flush_failure(bool force);
   void close_loop();
   void close_control_handles();
+  void release_guardian();
 
   // the state machine: feed an input, carry out its actions
   void apply(const job::Input& in);

@@ -44,6 +44,7 @@ void Agent::Impl::prepare() {
   ctx.agent_id = fmt::format("{}-{}", ::getpid(), rdzv::auth::new_token().substr(0, 16));
   ctx.shm_prefix = fmt::format("dtrain-{}-", ctx.agent_id);  // swept at each generation's end and at exit
   ctx.role = opt.role;
+  start_guardian();
 
   run_folder.create(opt.log_dir, ctx.run_id, opt.keep_logs);
   if (opt.log_dir.empty() && opt.keep_logs) terminal.say(fmt::format("dtrain: logs in {}", run_folder.path().string()));

@@ -108,9 +108,11 @@ bool has_children() {
 
 }  // namespace
 
-int Escapees::kill_all(int wait_ms) {
-  if (!active_ || !has_children()) return 0;
+bool Escapees::kill_all(int wait_ms) {
+  if (!active_) return false;
+  if (!has_children()) return true;
   std::set<pid_t> killed;
+  bool none_left = false;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   for (;;) {
     auto all = proc::snapshot();
@@ -118,7 +120,8 @@ int Escapees::kill_all(int wait_ms) {
     std::vector<pid_t> alive;
     for (pid_t pid : roots)
       if (!reap(pid)) alive.push_back(pid);
-    if (alive.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    none_left = alive.empty();
+    if (none_left || std::chrono::steady_clock::now() >= deadline) break;
     // Deepest first would leave new orphans to us anyway: kill the whole set at once.
     for (pid_t pid : proc::descendants(all, alive)) {
       const bool zombie = [&] {
@@ -132,7 +135,7 @@ int Escapees::kill_all(int wait_ms) {
   }
   if (!killed.empty())
     DTRAIN_INFO(agent, "killed {} process(es) that had left their worker's process group", killed.size());
-  return int(killed.size());
+  return none_left;
 }
 
 }  // namespace dtrain::agent

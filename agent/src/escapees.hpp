@@ -41,9 +41,9 @@ class Escapees {
   // prctl.
   bool start(Known known);
   // SIGKILLs every escapee and its descendants and reaps the escapees, waiting up to `wait_ms` for
-  // them to die. Returns how many processes it killed. Reads /proc only when this process has a
-  // child (it has none once its workers are reaped, unless some left their groups).
-  int kill_all(int wait_ms);
+  // them to die. Returns whether none is left (false when inactive). Reads /proc only when this
+  // process has a child (it has none once its workers are reaped, unless some left their groups).
+  bool kill_all(int wait_ms);
   bool active() const { return active_; }
 
  private:

@@ -1,6 +1,7 @@
-// The libuv rendezvous server's lifecycle: start() runs the loop on its own thread and returns once
-// it listens; stop() wakes the loop through a uv_async_t, which answers every parked request, flushes
-// and closes every connection, and lets the loop end. What the server serves lives in server/:
+// The libuv rendezvous server's lifecycle: start() binds and listens on the calling thread, then runs
+// the loop on a thread of its own (with every signal blocked: they are the caller's business), so it
+// never waits for that thread to be scheduled; stop() wakes the loop through a uv_async_t, which
+// answers every parked request, flushes and closes every connection, and lets the loop end. What the server serves lives in server/:
 // connection, listener, handshake, dispatch, wait_list, scope, and per concern the pure model
 // (kv_table, store_barrier, join_barrier, event_log, liveness, exit_barrier, status) with its
 // handlers (store_ops, join_ops, node_ops).
@@ -8,8 +9,10 @@
 
 #include <uv.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
-#include <future>
 #include <thread>
 
 #include "dtrain/common/net.hpp"
@@ -103,8 +106,8 @@ struct Server::Impl {
     uv_unref(stop_timer.handle());
   }
 
-  // Runs on the loop thread: binds, reports to start(), serves until stopped.
-  void run(std::promise<void>& ready) {
+  // On the caller's thread, before the loop thread exists: the loop, the listening socket, the timers.
+  void open() {
     try {
       int rc = uv_loop_init(&loop);
       if (rc < 0) throw IoError(fmt::format("rendezvous: cannot create the event loop: {}", uv_text(rc)));
@@ -112,10 +115,12 @@ struct Server::Impl {
       setup();
     } catch (...) {
       teardown();
-      ready.set_exception(std::current_exception());
-      return;
+      throw;
     }
-    ready.set_value();
+  }
+
+  // The loop thread: serves until stopped.
+  void run() {
     uv_run(&loop, UV_RUN_DEFAULT);
     teardown();
   }
@@ -173,15 +178,18 @@ void Server::start() {
         "rendezvous.token_file), or --insecure on a trusted network; without a token only loopback addresses are allowed",
         o.host));
   auth::check_token_strength(o.token, "rendezvous token");
-  std::promise<void> ready;
-  auto fut = ready.get_future();
-  impl_->thread = std::thread([this, &ready] { impl_->run(ready); });
+  impl_->open();
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread starts with every signal blocked
   try {
-    fut.get();
+    impl_->thread = std::thread([this] { impl_->run(); });
   } catch (...) {
-    impl_->thread.join();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    impl_->teardown();
     throw;
   }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   impl_->started = true;
 }
 
