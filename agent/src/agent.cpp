@@ -171,7 +171,7 @@ void Agent::Impl::execute(const job::Enter& a) {
 
 void Agent::Impl::execute(const job::Spawn& a) {
   group.clear_retired();
-  spawned_any = true;
+  spawned_any = unswept = true;
   ctx.generation = a.generation;
   ctx.master_port = a.master_port ? *a.master_port : net::pick_free_port("0.0.0.0");
   auto logs = run_folder.attempt(a.generation);

@@ -102,6 +102,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   Helper helper;  // what starts the workers and the guardian
   int local_total = 0;
   bool spawned_any = false;  // a generation's workers were started
+  bool unswept = false;      // workers ran since the last sweep of their segments
 
   Impl(AgentOptions o, AgentHooks h)
       : opt(std::move(o)),
@@ -149,10 +150,13 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void execute(const job::CancelBackoff&) { uv_timer_stop(backoff_timer.get()); }
   void execute(const job::ArmBackoff&);
   void execute(const job::Collect& a);
-  // Removes the shared-memory segments the workers left (a worker killed during setup leaves one).
+  // Removes the shared-memory segments the workers left (a worker killed during setup leaves one);
+  // once every worker that could have made one is gone and swept, there is nothing more to look for.
   void sweep_segments() {
+    if (!unswept) return;
     if (std::size_t n = shm_names::sweep(ctx.shm_prefix))
       DTRAIN_DEBUG(agent, "removed {} shared-memory segment(s) {}* the workers left", n, ctx.shm_prefix);
+    if (group.live() == 0) unswept = false;
   }
   void execute(const job::Finish& a);
   void fatal(const std::exception& e);

@@ -48,19 +48,22 @@ void ProgressBoard::open(const fs::path& dir, const std::vector<int>& ranks) {
   if (ec) throw IoError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
   for (auto& [rank, page] : pages_) ::munmap(page, pg::kPageBytes);  // the ranks of an earlier generation
   pages_.clear();
+  fresh_.clear();
   dir_ = dir;
   for (int r : ranks) {
     fs::path p = dir / fmt::format("rank-{}", r);
     pg::Page* page = map_page(p, true);
     if (page == nullptr) throw IoError(fmt::format("cannot make the progress page {}: {}", p.string(), errno_text(errno)));
     pages_[r] = page;
+    fresh_.insert(r);
   }
 }
 
 std::string ProgressBoard::reset(int rank) {
   auto it = pages_.find(rank);
   if (it == pages_.end()) return "";
-  std::memset(static_cast<void*>(it->second), 0, pg::kPageBytes);
+  // a new file reads as zeros: writing them would only dirty its page (and, on disk, make work)
+  if (fresh_.erase(rank) == 0) std::memset(static_cast<void*>(it->second), 0, pg::kPageBytes);
   return (dir_ / fmt::format("rank-{}", rank)).string();
 }
 

@@ -4,6 +4,7 @@
 // here for reading.
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ class ProgressBoard {
  private:
   std::filesystem::path dir_;
   std::map<int, progress::Page*> pages_;
+  std::set<int> fresh_;  // created zeroed and not handed out yet: nothing to clear
 };
 
 }  // namespace dtrain::agent
