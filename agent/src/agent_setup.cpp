@@ -52,7 +52,7 @@ void Agent::Impl::prepare() {
   ctx.plan_path = run_folder.plan_path().string();
   run_folder.write_plan(opt.plan_json);
   ctx.checkpoint_dir = run_folder.checkpoint_dir(spec.restart.checkpoint_dir, workdir).string();
-  board.open(run_folder.path() / "progress", local);
+  board.open(run_folder.path(), local);
   add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, opt.hang_timeout_s});
 }
 
@@ -71,7 +71,7 @@ void Agent::Impl::adopt_plan(const config::Plan& plan) {
   run_folder.write_plan(opt.plan_json);
   ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
   result.ranks = plan.world_size;
-  board.open(run_folder.path() / "progress", local_ranks());
+  board.open(run_folder.path(), local_ranks());
 }
 
 // A bad command is reported once, before anything is spawned.
