@@ -117,6 +117,7 @@ void Agent::Impl::close_control_handles() {
   runtime_timer.close();
   progress_timer.close();
   failure_timer.close();
+  store_watch.close();
   group.close_timer();
   release_guardian();
 }

@@ -82,6 +82,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   UvHandle<uv_async_t> async;
   UvHandle<uv_signal_t> signals[5];
   UvHandle<uv_timer_t> grace_timer, backoff_timer, runtime_timer, progress_timer, failure_timer;
+  UvHandle<uv_poll_t> store_watch;  // the embedded store's socket until its first connection
 
   Terminal terminal;
   OutputRouter router;

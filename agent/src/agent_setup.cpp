@@ -93,7 +93,18 @@ void Agent::Impl::start_store() {
   so.token = token;
   so.run_id = ctx.run_id;
   store = std::make_unique<rdzv::Server>(so);
-  store->start();
+  store->start(/*serve_now=*/false);
+  // Its thread starts with the first connection: a job whose workers never use the store (a plain
+  // local launch) does not pay for starting and joining it.
+  int rc = store_watch.init([&](uv_poll_t* p) { return uv_poll_init(&loop, p, store->listen_fd()); }, this);
+  if (rc == 0)
+    rc = uv_poll_start(store_watch.get(), UV_READABLE, [](uv_poll_t* p, int, int) noexcept {
+      auto* self = static_cast<Impl*>(p->data);
+      if (self == nullptr) return;
+      self->store_watch.close();
+      guarded(*self, [&] { self->store->serve(); });
+    });
+  if (rc < 0) store->serve();  // no watch: serve at once
   ctx.store_addr = fmt::format("127.0.0.1:{}", store->port());
   ctx.store_token = token;
   ctx.local_addr = "127.0.0.1";

@@ -168,7 +168,7 @@ Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts
 
 Server::~Server() { stop(); }
 
-void Server::start() {
+void Server::start(bool serve_now) {
   auto& o = impl_->opts;
   DTRAIN_CHECK(!impl_->started, "Server::start called twice");
   if (o.port < 0 || o.port > 65535) throw ConfigError(fmt::format("rendezvous port {} out of range 0-65535", o.port));
@@ -179,6 +179,13 @@ void Server::start() {
         o.host));
   auth::check_token_strength(o.token, "rendezvous token");
   impl_->open();
+  impl_->started = true;
+  if (serve_now) serve();
+}
+
+void Server::serve() {
+  DTRAIN_CHECK(impl_->started, "Server::serve before start");
+  if (impl_->thread.joinable()) return;
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread starts with every signal blocked
@@ -186,11 +193,14 @@ void Server::start() {
     impl_->thread = std::thread([this] { impl_->run(); });
   } catch (...) {
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    impl_->teardown();
     throw;
   }
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  impl_->started = true;
+}
+
+int Server::listen_fd() const {
+  uv_os_fd_t fd = -1;
+  return impl_->listener && uv_fileno(impl_->listener.handle(), &fd) == 0 ? fd : -1;
 }
 
 int Server::port() const { return impl_->bound_port; }
@@ -202,8 +212,9 @@ std::string Server::endpoint() const {
 void Server::stop() {
   if (!impl_ || !impl_->started) return;
   impl_->started = false;
+  if (!impl_->thread.joinable()) return impl_->teardown();  // never served: nobody else has the loop
   if (impl_->async) uv_async_send(impl_->async.get());
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->thread.join();
 }
 
 }  // namespace dtrain::rdzv

@@ -54,7 +54,14 @@ class Server {
 
   // Binds and listens, then starts the loop thread; returns once listening. Throws ConfigError for a refused
   // configuration (tokenless non-loopback address) and IoError when the address cannot be bound.
-  void start();
+  // With `serve_now` false the thread is not started: connections wait in the listen backlog until
+  // serve() (a store that many jobs never use need not cost a thread; listen_fd() becomes readable
+  // when a client connects).
+  void start(bool serve_now = true);
+  // Starts the loop thread (once; after start()). Throws std::system_error when it cannot.
+  void serve();
+  // The listening socket (after start()), to watch for a first connection before serve().
+  int listen_fd() const;
   // The bound port (valid after start()).
   int port() const;
   // "host:port" as bound.
