@@ -123,11 +123,12 @@ void Agent::Impl::close_control_handles() {
 }
 
 // The guardian's stdin closes, so it ends. When nothing of the job can be left (no worker alive,
-// none started or every process that left a worker's group gone, the segments swept), it hears so
-// first and ends at once instead of searching /proc.
+// none started or every process that left a worker's group gone, the segments swept, the temporary
+// folders removed), it hears so first and ends at once instead of searching /proc.
 void Agent::Impl::release_guardian() {
   if (group.live() == 0 && (!spawned_any || escapees.kill_all(1000))) {
     sweep_segments();
+    run_folder.remove();
     guardian.all_clear();
   }
   guardian.release();

@@ -52,6 +52,7 @@ void Agent::Impl::prepare() {
   ctx.plan_path = run_folder.plan_path().string();
   run_folder.write_plan(opt.plan_json);
   ctx.checkpoint_dir = run_folder.checkpoint_dir(spec.restart.checkpoint_dir, workdir).string();
+  for (const auto& f : run_folder.temporary_folders()) guardian.remove_at_end(f.string());
   board.open(run_folder.path(), local);
   add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, opt.hang_timeout_s});
 }

@@ -38,8 +38,10 @@ class Guardian {
   void forget(long pgid) { send(fmt::format("-{}\n", pgid)); }  // the group is gone
   // When it ends, it also removes every /dev/shm entry whose name starts with `prefix`.
   void sweep_at_end(const std::string& prefix) { send(fmt::format("/{}\n", prefix)); }
+  // When it ends, it also removes this temporary folder of the agent with its contents.
+  void remove_at_end(const std::string& folder) { send(fmt::format("#{}\n", folder)); }
   // Nothing of the job is left: the agent reaped every worker and every process that left their
-  // groups, and removed their segments; at EOF the guardian exits at once.
+  // groups, and removed their segments and its temporary folders; at EOF the guardian exits at once.
   void all_clear() { send(".\n"); }
   // Whether it still runs (its life line is open).
   bool running() const { return static_cast<bool>(life_); }

@@ -10,8 +10,10 @@
  *       their parent died first (the kernel kills workers with the agent: PR_SET_PDEATHSIG).
  *       "/PREFIX\n" names the workers' shared-memory stem (DTRAIN_SHM_PREFIX): at the end it also
  *       removes every /dev/shm entry whose name starts with it (a worker killed during setup
- *       leaves its segment there). ".\n" is the agent's word that it reaped and swept everything
- *       itself: at EOF only the groups still listed are killed, and /proc and /dev/shm are not read.
+ *       leaves its segment there), and "#PATH\n" names a temporary folder of the agent (its run
+ *       folder, its checkpoint folder) to remove with its contents. ".\n" is the agent's word that it
+ *       reaped, swept and removed everything itself: at EOF only the groups still listed are
+ *       killed, and /proc, /dev/shm and the folders are not touched.
  *       Own session, ignores INT/TERM/HUP/PIPE.
  */
 #define _GNU_SOURCE
@@ -24,18 +26,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dtrain/common/exit_codes.h"
 
+#define GUARD_FOLDERS 4
+#define GUARD_LINE 4200 /* a line holds a path */
+
 /* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one), the
- * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it), their /dev/shm stem ('/' sets it), and
- * whether the agent cleaned up itself ('.'). */
+ * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it), their /dev/shm stem ('/' sets it), the
+ * agent's temporary folders ('#' adds one), and whether the agent cleaned up itself ('.'). */
 struct groups {
   long* pg;
   size_t count, cap;
   char marker[128];
   char shm_prefix[72];
+  char* folders[GUARD_FOLDERS];
   int all_clear;
 };
 
@@ -95,6 +103,14 @@ static void guard_line(struct groups* g, const char* line, size_t len) {
   }
   if (line[0] == '.') {
     g->all_clear = 1;
+    return;
+  }
+  if (line[0] == '#') {
+    for (size_t k = 0; k < GUARD_FOLDERS; ++k)
+      if (g->folders[k] == NULL) {
+        g->folders[k] = strdup(line + 1);
+        return;
+      }
     return;
   }
   if (line[0] == '/') {
@@ -211,13 +227,29 @@ static void kill_trees(const struct groups* g) {
   free(all);
 }
 
+static int remove_entry(const char* path, const struct stat* st, int type, struct FTW* ftw) {
+  (void)st;
+  (void)ftw;
+  if (type == FTW_DP) rmdir(path);
+  else unlink(path);
+  return 0;
+}
+
+/* Removes a temporary folder of the agent with what is in it, without following links; only an
+ * absolute path whose last part starts with "dtrain-" (what the agent makes), never "/". */
+static void remove_folder(const char* path) {
+  const char* last = strrchr(path, '/');
+  if (path[0] != '/' || last == NULL || strncmp(last + 1, "dtrain-", 7) != 0) return;
+  nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 int dtrain_shim_guard(void) {
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  struct groups g = {NULL, 0, 0, "", "", 0};
-  char line[128];
+  struct groups g = {NULL, 0, 0, "", "", {NULL}, 0};
+  static char line[GUARD_LINE];
   size_t len = 0;
   char buf[4096];
   for (;;) {
@@ -237,6 +269,10 @@ int dtrain_shim_guard(void) {
   if (!g.all_clear && (g.count > 0 || g.marker[0] != '\0')) kill_trees(&g);
   for (size_t k = 0; k < g.count; ++k) kill((pid_t)-g.pg[k], SIGKILL);
   if (!g.all_clear && g.shm_prefix[0] != '\0') sweep_shm(g.shm_prefix);
+  for (size_t k = 0; k < GUARD_FOLDERS; ++k) {
+    if (g.folders[k] != NULL && !g.all_clear) remove_folder(g.folders[k]);
+    free(g.folders[k]);
+  }
   free(g.pg);
   return DTRAIN_EXIT_OK;
 }

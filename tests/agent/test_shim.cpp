@@ -47,6 +47,20 @@ TEST_SUITE("agent::shim") {
     }
   }
 
+  TEST_CASE("agent SIGKILLed: its guardian removes the temporary run folder and checkpoint folder") {
+    TempDir t;
+    auto plan = sh_plan(1, "dirname \"$DTRAIN_PLAN\" > \"$T/run\"; echo \"$DTRAIN_CHECKPOINT_DIR\" > \"$T/ckpt\";"
+                           " touch \"$DTRAIN_CHECKPOINT_DIR/step-1.ckpt\" \"$T/up.0\"; exec sleep 300", t);
+    pid_t a = fork_agent(options(plan, t), t);
+    REQUIRE(wait_until([&] { return all_files(t, "up.", 1); }, 30));
+    const fs::path run = lines_of(slurp(t.path / "run")).at(0), ckpt = lines_of(slurp(t.path / "ckpt")).at(0);
+    CHECK(fs::exists(run / "plan.json"));
+    CHECK(fs::exists(ckpt / "step-1.ckpt"));
+    ::kill(a, SIGKILL);
+    CHECK(wait_child(a, 30) == 128 + SIGKILL);
+    CHECK(wait_until([&] { return !fs::exists(run) && !fs::exists(ckpt); }, 10));
+  }
+
   TEST_CASE("misuse: both helpers say they are internal and exit with the usage status") {
     const std::string shim = std::string(DTRAIN_BINARY_DIR) + "/dtrain-shim";
     struct Row {
@@ -88,7 +102,14 @@ TEST_SUITE("agent::shim") {
       std::string id = unique_marker();
       pid_t grouped = start("X=1"), marked = start("DTRAIN_AGENT_ID=" + id);
       REQUIRE(wait_until([&] { return !procs_with_env("DTRAIN_AGENT_ID=" + id).empty(); }, 10));
-      std::string lines = fmt::format("={}\n+{}\n{}", id, grouped, all_clear ? ".\n" : "");
+      TempDir t;
+      const fs::path folder = t.path / "dtrain-run-x", stranger = t.path / "other";
+      fs::create_directories(folder / "checkpoint");
+      write_file(folder / "checkpoint" / "step-1.ckpt", "x");
+      fs::create_directories(stranger);
+      ::symlink(stranger.c_str(), (folder / "link").c_str());  // followed never
+      std::string lines = fmt::format("={}\n+{}\n#{}\n#{}\n{}", id, grouped, folder.string(), stranger.string(),
+                                      all_clear ? ".\n" : "");
       int in[2];
       REQUIRE(::pipe(in) == 0);
       pid_t guard = ::fork();
@@ -109,6 +130,8 @@ TEST_SUITE("agent::shim") {
         ::kill(marked, SIGKILL);
       }
       CHECK(wait_child(marked, 30) == 128 + SIGKILL);
+      CHECK(fs::exists(folder) == all_clear);  // removed with its contents unless all clear
+      CHECK(fs::is_directory(stranger));       // not a folder of the agent's (name), not through the link
     }
   }
 }
