@@ -47,7 +47,14 @@ void Agent::Impl::open_loop() {
   }, this);
   if (rc < 0) throw IoError(fmt::format("uv_async_init: {}", uv_strerror(rc)));
   if (!events.empty()) uv_async_send(async.get());
-  guardian.settle();  // its starter is gone, so it is not re-parented to us once we are a subreaper
+}
+
+// Once, right before the first worker starts: the guardian's starter must be gone before we become
+// a subreaper, or the guardian would be re-parented to us (it was started early, so by now it is).
+void Agent::Impl::watch_escapees() {
+  if (escapees_watched) return;
+  escapees_watched = true;
+  guardian.settle();
   if (opt.reap_escapees) escapees.start([this] { return group.live_pids(); });
 }
 
@@ -124,19 +131,23 @@ void Agent::Impl::close_control_handles() {
 
 // The guardian's stdin closes, so it ends. When nothing of the job can be left (no worker alive,
 // none started or every process that left a worker's group gone, the segments swept, the temporary
-// folders removed), it hears so first and ends at once instead of searching /proc.
+// folders removed), it hears so first and ends at once instead of searching /proc, and nothing
+// waits for it: it has nothing left to do (otherwise the loop runs until it has done its work).
 void Agent::Impl::release_guardian() {
-  if (group.live() == 0 && (!spawned_any || escapees.kill_all(1000))) {
+  bool clear = group.live() == 0 && (!spawned_any || escapees.kill_all(1000));
+  if (clear) {
     sweep_segments();
     run_folder.remove();
     guardian.all_clear();
   }
   guardian.release();
+  if (clear) guardian.forsake();
 }
 
 void Agent::Impl::close_loop() {
   // also the exception path: nothing may survive us
   closing = true;
+  guardian.settle();
   group.kill_now();
   escapees.kill_all(2000);
   close_control_handles();
@@ -183,6 +194,7 @@ void Agent::Impl::execute(const job::Spawn& a) {
     try {
       EnvMap env = worker_env(opt.plan, r, ctx, base_env);
       if (std::string page = board.reset(r.rank); !page.empty()) env["DTRAIN_PROGRESS_FILE"] = page;
+      watch_escapees();
       group.spawn(r, env, logs);
     } catch (const std::exception& e) {
       return apply(job::SpawnFailed{e.what(), exit_status_of(e)});

@@ -103,6 +103,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   Helper helper;  // what starts the workers and the guardian
   int local_total = 0;
   bool spawned_any = false;  // a generation's workers were started
+  bool escapees_watched = false;
   bool unswept = false;      // workers ran since the last sweep of their segments
 
   Impl(AgentOptions o, AgentHooks h)
@@ -127,6 +128,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void start_store();
   void start_guardian();
   void open_loop();
+  void watch_escapees();
   void watch_signals();
   void arm_runtime();
   void arm_progress();

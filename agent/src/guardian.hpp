@@ -47,6 +47,9 @@ class Guardian {
   bool running() const { return static_cast<bool>(life_); }
   // Closes its stdin: it kills what is still listed and exits; the loop runs until it did.
   void release() { in_.close(); }
+  // Stops watching its life line, so the loop does not wait for its end (after all_clear and
+  // release: it has nothing left to do but exit).
+  void forsake() { life_.close(); }
   // Both pipes (the loop's end, after it ran).
   void close() {
     in_.close();
