@@ -43,8 +43,6 @@ class Guardian {
   // Nothing of the job is left: the agent reaped every worker and every process that left their
   // groups, and removed their segments and its temporary folders; at EOF the guardian exits at once.
   void all_clear() { send(".\n"); }
-  // Whether it still runs (its life line is open).
-  bool running() const { return static_cast<bool>(life_); }
   // Closes its stdin: it kills what is still listed and exits; the loop runs until it did.
   void release() { in_.close(); }
   // Stops watching its life line, so the loop does not wait for its end (after all_clear and
