@@ -68,20 +68,35 @@ void register_env(CLI::App& app, Runner& run) {
   });
 }
 
+// The subcommands, in the order of `dtrain --help`.
+struct Command {
+  const char* name;
+  void (*add)(CLI::App&, Runner&, const ProgramWords&);
+};
+constexpr Command kCommands[] = {
+    {"plan", [](CLI::App& a, Runner& r, const ProgramWords& w) { register_plan(a, r, w); }},
+    {"launch", [](CLI::App& a, Runner& r, const ProgramWords& w) { register_launch(a, r, w); }},
+    {"rendezvous", [](CLI::App& a, Runner& r, const ProgramWords&) { register_rendezvous(a, r); }},
+    {"status", [](CLI::App& a, Runner& r, const ProgramWords&) { register_status(a, r); }},
+    {"token", [](CLI::App& a, Runner& r, const ProgramWords&) { register_token(a, r); }},
+    {"env", [](CLI::App& a, Runner& r, const ProgramWords&) { register_env(a, r); }},
+    {"help", [](CLI::App& a, Runner& r, const ProgramWords&) { register_help(a, r); }},
+};
+
 // The first word that is not an option must name a command; CLI11 alone would say only
 // "argument not expected", so answer with "did you mean". `at` is where the command word is.
-int check_command_word(CLI::App& app, int argc, char** argv, int& at) {
+int check_command_word(int argc, char** argv, int& at) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") break;
     if (!a.empty() && a[0] == '-') continue;
     std::vector<std::string> names;
-    for (CLI::App* s : app.get_subcommands({})) {
-      if (s->get_name() == a) {
+    for (const Command& c : kCommands) {
+      if (a == c.name) {
         at = i;
         return -1;
       }
-      names.push_back(s->get_name());
+      names.emplace_back(c.name);
     }
     auto near = suggest(a, names);
     if (near)
@@ -97,21 +112,23 @@ int check_command_word(CLI::App& app, int argc, char** argv, int& at) {
 }  // namespace
 
 int run(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--version") {  // without building the whole command line
+    std::puts("dtrain " DTRAIN_VERSION);
+    return exit_code::ok;
+  }
+  int at = -1;
+  if (int rc = check_command_word(argc, argv, at); rc >= 0) return rc;
   CLI::App app{"dtrain: launch and supervise distributed training jobs", "dtrain"};
   app.set_version_flag("--version", "dtrain " DTRAIN_VERSION);
   app.require_subcommand(1);
   app.footer("Exit status: 0 ok, 2 usage or job spec error; see dtrain(1) for the full table.");
   Runner runner;
   ProgramWords program;
-  register_plan(app, runner, program);
-  register_launch(app, runner, program);
-  register_rendezvous(app, runner);
-  register_status(app, runner);
-  register_token(app, runner);
-  register_env(app, runner);
-  register_help(app, runner);
-  int at = -1;
-  if (int rc = check_command_word(app, argc, argv, at); rc >= 0) return rc;
+  // Only the chosen command's options are built (a launch does not pay for the others'), unless
+  // the command is help or none is given (dtrain --help lists them all).
+  const std::string_view chosen = at > 0 ? std::string_view(argv[at]) : std::string_view("help");
+  for (const Command& c : kCommands)
+    if (chosen == "help" || chosen == c.name) c.add(app, runner, program);
   try {
     std::vector<std::string> args(argv, argv + argc);
     if (at > 0 && (args[std::size_t(at)] == "launch" || args[std::size_t(at)] == "plan")) {

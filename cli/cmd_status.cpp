@@ -115,7 +115,7 @@ std::string local_snapshot(const StatusArgs& a) {
   std::string out, items;
   for (const auto& run : agent::local_runs()) {
     if (!a.run_id.empty() && run.run_id != a.run_id) continue;
-    auto pages = agent::read_progress(std::filesystem::path(run.run_dir) / "progress");
+    auto pages = agent::read_progress(run.run_dir);
     auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(agent::kStuckAfterS));
     if (a.json) {
       items += fmt::format("{}{{\"run_id\":{},\"node_rank\":{},\"pid\":{},\"run_dir\":{},\"stuck\":{},"

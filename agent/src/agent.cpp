@@ -8,20 +8,22 @@
 
 namespace dtrain::agent {
 
-void Agent::Impl::open_loop() {
+// The loop and the guardian, first of all: the guardian's start (two forks and an exec, none of
+// which the agent waits for) overlaps with the rest of the set-up.
+void Agent::Impl::start_guardian() {
   int rc = uv_loop_init(&loop);
   if (rc < 0) throw_os_error(rc, "cannot create the agent's event loop");
   loop_inited = true;
-  group.open(&loop, {helper.exe, helper.exec_word, std::to_string(::getpid()), command, workdir.string()});
-  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id);
+  reaper.start(&loop, opt.reap_escapees);
+  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id,
+                 [this](const std::string& message) { fatal(IoError(message)); });
   guardian.sweep_at_end(ctx.shm_prefix);
-  if (opt.reap_escapees)
-    escapees.start(&loop, [this] {
-      auto pids = group.live_pids();
-      if (long g = guardian.pid(); g > 0) pids.insert(static_cast<pid_t>(g));
-      return pids;
-    });
+}
+
+void Agent::Impl::open_loop() {
+  group.open(&loop, {command, workdir.string()});
   watch_signals();
+  int rc = 0;
   for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer, &progress_timer, &failure_timer}) {
     rc = t->init([&](uv_timer_t* h) { return uv_timer_init(&loop, h); }, this);
     if (rc < 0) throw IoError(fmt::format("uv_timer_init: {}", uv_strerror(rc)));
@@ -45,6 +47,15 @@ void Agent::Impl::open_loop() {
   }, this);
   if (rc < 0) throw IoError(fmt::format("uv_async_init: {}", uv_strerror(rc)));
   if (!events.empty()) uv_async_send(async.get());
+}
+
+// Once, right before the first worker starts: the guardian's starter must be gone before we become
+// a subreaper, or the guardian would be re-parented to us (it was started early, so by now it is).
+void Agent::Impl::watch_escapees() {
+  if (escapees_watched) return;
+  escapees_watched = true;
+  guardian.settle();
+  if (opt.reap_escapees) escapees.start([this] { return group.live_pids(); });
 }
 
 void Agent::Impl::watch_signals() {
@@ -113,21 +124,38 @@ void Agent::Impl::close_control_handles() {
   runtime_timer.close();
   progress_timer.close();
   failure_timer.close();
+  store_watch.close();
   group.close_timer();
-  escapees.close();
+  release_guardian();
+}
+
+// The guardian's stdin closes, so it ends. When nothing of the job can be left (no worker alive,
+// none started or every process that left a worker's group gone, the segments swept, the temporary
+// folders removed), it hears so first and ends at once instead of searching /proc, and nothing
+// waits for it: it has nothing left to do (otherwise the loop runs until it has done its work).
+void Agent::Impl::release_guardian() {
+  bool clear = group.live() == 0 && (!spawned_any || escapees.kill_all(1000));
+  if (clear) {
+    sweep_segments();
+    run_folder.remove();
+    guardian.all_clear();
+  }
   guardian.release();
+  if (clear) guardian.forsake();
 }
 
 void Agent::Impl::close_loop() {
   // also the exception path: nothing may survive us
   closing = true;
+  guardian.settle();
   group.kill_now();
   escapees.kill_all(2000);
   close_control_handles();
   state = JobState::done;
-  uv_run(&loop, UV_RUN_DEFAULT);  // reaps workers and the guardian, runs close callbacks
+  uv_run(&loop, UV_RUN_DEFAULT);  // reaps the workers, sees the guardian end, runs close callbacks
   group.close();
   guardian.close();
+  reaper.close();
   uv_run(&loop, UV_RUN_DEFAULT);
   int rc = uv_loop_close(&loop);
   if (rc != 0) DTRAIN_WARN(agent, "libuv loop closed with handles left: {}", uv_strerror(rc));
@@ -156,6 +184,7 @@ void Agent::Impl::execute(const job::Enter& a) {
 
 void Agent::Impl::execute(const job::Spawn& a) {
   group.clear_retired();
+  spawned_any = unswept = true;
   ctx.generation = a.generation;
   ctx.master_port = a.master_port ? *a.master_port : net::pick_free_port("0.0.0.0");
   auto logs = run_folder.attempt(a.generation);
@@ -165,6 +194,7 @@ void Agent::Impl::execute(const job::Spawn& a) {
     try {
       EnvMap env = worker_env(opt.plan, r, ctx, base_env);
       if (std::string page = board.reset(r.rank); !page.empty()) env["DTRAIN_PROGRESS_FILE"] = page;
+      watch_escapees();
       group.spawn(r, env, logs);
     } catch (const std::exception& e) {
       return apply(job::SpawnFailed{e.what(), exit_status_of(e)});
@@ -184,8 +214,9 @@ void Agent::Impl::execute(const job::Kill& a) {
 
 void Agent::Impl::execute(const job::LocalFailure& a) {
   if (a.exit.exec_errno != 0)
-    terminal.say(fmt::format("dtrain: rank {}: cannot execute '{}': {}", a.exit.rank, command[0],
-                             std::strerror(a.exit.exec_errno)));
+    terminal.say(fmt::format("dtrain: rank {}: cannot {} '{}': {}", a.exit.rank,
+                             a.exit.workdir_error ? "enter the workdir" : "execute",
+                             a.exit.workdir_error ? workdir.string() : command[0], std::strerror(a.exit.exec_errno)));
   pending_failure.emplace(a.exit, machine.generation());
   flush_failure(false);
   if (!pending_failure) return;
@@ -232,8 +263,8 @@ void Agent::Impl::execute(const job::Finish& a) {
   result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   execute(job::Enter{JobState::done});
   terminal.clear_progress();
-  close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
   sweep_segments();
+  close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
   if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
   if (a.exit_code != 0) {
     std::string text = summary_text(result);
@@ -287,7 +318,6 @@ void Agent::post(Event e) {
   if (impl_->async) uv_async_send(impl_->async.get());
 }
 
-int exec_shim_main(int argc, char** argv) { return dtrain_shim_exec(argc, argv, "dtrain __exec"); }
 int guardian_main(int, char**) { return dtrain_shim_guard(); }
 
 }  // namespace dtrain::agent

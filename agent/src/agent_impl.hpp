@@ -35,6 +35,7 @@
 #include "job_machine.hpp"
 #include "output_router.hpp"
 #include "progress_board.hpp"
+#include "reaper.hpp"
 #include "resolve_command.hpp"
 #include "run_folder.hpp"
 #include "shim.h"
@@ -81,10 +82,12 @@ struct Agent::Impl final : WorkerGroup::Listener {
   UvHandle<uv_async_t> async;
   UvHandle<uv_signal_t> signals[5];
   UvHandle<uv_timer_t> grace_timer, backoff_timer, runtime_timer, progress_timer, failure_timer;
+  UvHandle<uv_poll_t> store_watch;  // the embedded store's socket until its first connection
 
   Terminal terminal;
   OutputRouter router;
   Guardian guardian;
+  Reaper reaper;  // the workers (and, with reap_escapees, every child of the process)
   WorkerGroup group;
   Escapees escapees;
   RunFolder run_folder;
@@ -99,6 +102,9 @@ struct Agent::Impl final : WorkerGroup::Listener {
   std::vector<std::string> command;
   Helper helper;  // what starts the workers and the guardian
   int local_total = 0;
+  bool spawned_any = false;  // a generation's workers were started
+  bool escapees_watched = false;
+  bool unswept = false;      // workers ran since the last sweep of their segments
 
   Impl(AgentOptions o, AgentHooks h)
       : opt(std::move(o)),
@@ -106,7 +112,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
         machine(policy_of(opt)),
         terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
         router(opt.output, terminal),
-        group(router, guardian, *this) {
+        group(router, guardian, reaper, *this) {
     terminal.set_progress_source([this] {
       return progress_text({state.load(), result.restarts, opt.max_restarts, group.live(), local_total,
                             machine.waiting_for_go()});
@@ -120,7 +126,9 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void adopt_plan(const config::Plan& plan);
   bool command_runs();
   void start_store();
+  void start_guardian();
   void open_loop();
+  void watch_escapees();
   void watch_signals();
   void arm_runtime();
   void arm_progress();
@@ -128,6 +136,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void flush_failure(bool force);
   void close_loop();
   void close_control_handles();
+  void release_guardian();
 
   // the state machine: feed an input, carry out its actions
   void apply(const job::Input& in);
@@ -144,10 +153,13 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void execute(const job::CancelBackoff&) { uv_timer_stop(backoff_timer.get()); }
   void execute(const job::ArmBackoff&);
   void execute(const job::Collect& a);
-  // Removes the shared-memory segments the workers left (a worker killed during setup leaves one).
+  // Removes the shared-memory segments the workers left (a worker killed during setup leaves one);
+  // once every worker that could have made one is gone and swept, there is nothing more to look for.
   void sweep_segments() {
+    if (!unswept) return;
     if (std::size_t n = shm_names::sweep(ctx.shm_prefix))
       DTRAIN_DEBUG(agent, "removed {} shared-memory segment(s) {}* the workers left", n, ctx.shm_prefix);
+    if (group.live() == 0) unswept = false;
   }
   void execute(const job::Finish& a);
   void fatal(const std::exception& e);

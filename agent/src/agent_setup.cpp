@@ -45,6 +45,7 @@ void Agent::Impl::prepare() {
   ctx.agent_id = fmt::format("{}-{}", ::getpid(), rdzv::auth::new_token().substr(0, 16));
   ctx.shm_prefix = fmt::format("dtrain-{}-", ctx.agent_id);  // swept at each generation's end and at exit
   ctx.role = opt.role;
+  start_guardian();
 
   run_folder.create(opt.log_dir, ctx.run_id, opt.keep_logs);
   if (opt.log_dir.empty() && opt.keep_logs) terminal.say(fmt::format("dtrain: logs in {}", run_folder.path().string()));
@@ -52,7 +53,8 @@ void Agent::Impl::prepare() {
   ctx.plan_path = run_folder.plan_path().string();
   run_folder.write_plan(opt.plan_json);
   ctx.checkpoint_dir = run_folder.checkpoint_dir(spec.restart.checkpoint_dir, workdir).string();
-  board.open(run_folder.path() / "progress", local);
+  for (const auto& f : run_folder.temporary_folders()) guardian.remove_at_end(f.string());
+  board.open(run_folder.path(), local);
   add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, opt.hang_timeout_s});
 }
 
@@ -71,7 +73,7 @@ void Agent::Impl::adopt_plan(const config::Plan& plan) {
   run_folder.write_plan(opt.plan_json);
   ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
   result.ranks = plan.world_size;
-  board.open(run_folder.path() / "progress", local_ranks());
+  board.open(run_folder.path(), local_ranks());
 }
 
 // A bad command is reported once, before anything is spawned.
@@ -93,7 +95,18 @@ void Agent::Impl::start_store() {
   so.token = token;
   so.run_id = ctx.run_id;
   store = std::make_unique<rdzv::Server>(so);
-  store->start();
+  store->start(/*serve_now=*/false);
+  // Its thread starts with the first connection: a job whose workers never use the store (a plain
+  // local launch) does not pay for starting and joining it.
+  int rc = store_watch.init([&](uv_poll_t* p) { return uv_poll_init(&loop, p, store->listen_fd()); }, this);
+  if (rc == 0)
+    rc = uv_poll_start(store_watch.get(), UV_READABLE, [](uv_poll_t* p, int, int) noexcept {
+      auto* self = static_cast<Impl*>(p->data);
+      if (self == nullptr) return;
+      self->store_watch.close();
+      guarded(*self, [&] { self->store->serve(); });
+    });
+  if (rc < 0) store->serve();  // no watch: serve at once
   ctx.store_addr = fmt::format("127.0.0.1:{}", store->port());
   ctx.store_token = token;
   ctx.local_addr = "127.0.0.1";

@@ -78,20 +78,13 @@ bool reap(pid_t pid) {
 
 }  // namespace
 
-bool Escapees::start(uv_loop_t* loop, Known known) {
+bool Escapees::start(Known known) {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
     DTRAIN_WARN(agent, "cannot become a child subreaper ({}): processes that leave their worker's process group "
                        "may outlive the job", errno_text(errno));
     return false;
   }
   known_ = std::move(known);
-  int rc = sigchld_.init([&](uv_signal_t* s) { return uv_signal_init(loop, s); }, this);
-  if (rc == 0)
-    rc = uv_signal_start(sigchld_.get(), [](uv_signal_t* s, int) noexcept {
-      if (auto* self = static_cast<Escapees*>(s->data)) self->scan();
-    }, SIGCHLD);
-  if (rc < 0) throw IoError(fmt::format("escapee watch: {}", uv_strerror(rc)));
-  uv_unref(sigchld_.handle());
   active_ = true;
   return true;
 }
@@ -105,19 +98,21 @@ std::vector<pid_t> Escapees::unknown_children(const std::vector<proc::Entry>& al
   return out;
 }
 
-void Escapees::scan() {
-  if (!active_) return;
-  try {
-    for (pid_t pid : unknown_children(proc::snapshot()))
-      if (reap(pid)) DTRAIN_DEBUG(agent, "reaped pid {}, which had left its worker's process group", pid);
-  } catch (const std::exception& e) {
-    DTRAIN_WARN(agent, "escapee scan: {}", e.what());
-  }
+namespace {
+
+// Whether this process has a child, alive or not.
+bool has_children() {
+  siginfo_t info{};
+  return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 || errno != ECHILD;
 }
 
-int Escapees::kill_all(int wait_ms) {
-  if (!active_) return 0;
+}  // namespace
+
+bool Escapees::kill_all(int wait_ms) {
+  if (!active_) return false;
+  if (!has_children()) return true;
   std::set<pid_t> killed;
+  bool none_left = false;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   for (;;) {
     auto all = proc::snapshot();
@@ -125,7 +120,8 @@ int Escapees::kill_all(int wait_ms) {
     std::vector<pid_t> alive;
     for (pid_t pid : roots)
       if (!reap(pid)) alive.push_back(pid);
-    if (alive.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    none_left = alive.empty();
+    if (none_left || std::chrono::steady_clock::now() >= deadline) break;
     // Deepest first would leave new orphans to us anyway: kill the whole set at once.
     for (pid_t pid : proc::descendants(all, alive)) {
       const bool zombie = [&] {
@@ -139,9 +135,7 @@ int Escapees::kill_all(int wait_ms) {
   }
   if (!killed.empty())
     DTRAIN_INFO(agent, "killed {} process(es) that had left their worker's process group", killed.size());
-  return int(killed.size());
+  return none_left;
 }
-
-void Escapees::close() { sigchld_.close(); }
 
 }  // namespace dtrain::agent

@@ -34,7 +34,8 @@ int WorkerExit::status() const {
 
 std::string WorkerExit::describe() const {
   if (exec_errno != 0)
-    return fmt::format("could not execute the command ({}), exit code {}", std::strerror(exec_errno), exit_code);
+    return fmt::format("could not {} ({}), exit code {}", workdir_error ? "enter the workdir" : "execute the command",
+                       std::strerror(exec_errno), exit_code);
   if (signal != 0) return fmt::format("killed by {} ({})", signal_name(signal), signal);
   return fmt::format("exit code {}", exit_code);
 }

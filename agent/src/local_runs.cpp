@@ -1,4 +1,5 @@
 // The registry of the runs on this machine (hang.hpp: LocalRun), read by `dtrain status`.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "dtrain/agent/hang.hpp"
+#include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 
 namespace dtrain::agent {
@@ -23,18 +25,23 @@ fs::path local_runs_dir() {
   return fs::path(base) / fmt::format("dtrain-{}", ::getuid()) / "runs";
 }
 
+// One write of the whole entry (a reader that comes in between sees an empty file and skips it).
 void add_local_run(const LocalRun& r) {
   fs::path dir = local_runs_dir();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  fs::path tmp = dir / fmt::format(".{}.tmp", r.pid);
-  {
-    std::ofstream out(tmp);
-    out << r.run_id << '\n' << r.node_rank << '\n' << r.run_dir << '\n'
-        << (r.hang_timeout_s ? fmt::format("{}", *r.hang_timeout_s) : std::string("-")) << '\n';
+  std::string text = fmt::format("{}\n{}\n{}\n{}\n", r.run_id, r.node_rank, r.run_dir,
+                                 r.hang_timeout_s ? fmt::format("{}", *r.hang_timeout_s) : std::string("-"));
+  fs::path file = dir / std::to_string(r.pid);
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   }
-  fs::rename(tmp, dir / std::to_string(r.pid), ec);
-  if (ec) DTRAIN_INFO(agent, "dtrain status will not list this run: {}: {}", dir.string(), ec.message());
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok && fd >= 0) ::unlink(file.c_str());
+  if (!ok) DTRAIN_INFO(agent, "dtrain status will not list this run: {}: {}", dir.string(), errno_text(err));
 }
 
 void remove_local_run(pid_t pid) {

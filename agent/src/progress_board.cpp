@@ -19,6 +19,11 @@ namespace {
 namespace fs = std::filesystem;
 namespace pg = dtrain::progress;
 
+// A page is a file of the run folder itself (a folder of their own cost a directory created and
+// removed per launch, slow on file systems that discard freed blocks at once).
+constexpr char kPagePrefix[] = "progress-";
+std::string page_name(int rank) { return fmt::format("{}{}", kPagePrefix, rank); }
+
 // Maps a page file (created with `create`); null when it cannot.
 pg::Page* map_page(const fs::path& p, bool create) {
   int fd = ::open(p.c_str(), create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDONLY | O_CLOEXEC), 0600);
@@ -48,20 +53,23 @@ void ProgressBoard::open(const fs::path& dir, const std::vector<int>& ranks) {
   if (ec) throw IoError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
   for (auto& [rank, page] : pages_) ::munmap(page, pg::kPageBytes);  // the ranks of an earlier generation
   pages_.clear();
+  fresh_.clear();
   dir_ = dir;
   for (int r : ranks) {
-    fs::path p = dir / fmt::format("rank-{}", r);
+    fs::path p = dir / page_name(r);
     pg::Page* page = map_page(p, true);
     if (page == nullptr) throw IoError(fmt::format("cannot make the progress page {}: {}", p.string(), errno_text(errno)));
     pages_[r] = page;
+    fresh_.insert(r);
   }
 }
 
 std::string ProgressBoard::reset(int rank) {
   auto it = pages_.find(rank);
   if (it == pages_.end()) return "";
-  std::memset(static_cast<void*>(it->second), 0, pg::kPageBytes);
-  return (dir_ / fmt::format("rank-{}", rank)).string();
+  // a new file reads as zeros: writing them would only dirty its page (and, on disk, make work)
+  if (fresh_.erase(rank) == 0) std::memset(static_cast<void*>(it->second), 0, pg::kPageBytes);
+  return (dir_ / page_name(rank)).string();
 }
 
 std::vector<RankProgress> ProgressBoard::snapshot() const {
@@ -75,10 +83,11 @@ std::vector<RankProgress> read_progress(const fs::path& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::string name = it->path().filename().string();
-    if (name.rfind("rank-", 0) != 0) continue;
+    constexpr std::size_t kStem = sizeof kPagePrefix - 1;
+    if (name.rfind(kPagePrefix, 0) != 0) continue;
     char* endp = nullptr;
-    long rank = std::strtol(name.c_str() + 5, &endp, 10);
-    if (endp == name.c_str() + 5 || *endp != '\0') continue;
+    long rank = std::strtol(name.c_str() + kStem, &endp, 10);
+    if (endp == name.c_str() + kStem || *endp != '\0') continue;
     pg::Page* p = map_page(it->path(), false);
     if (p == nullptr) continue;
     out.push_back({static_cast<int>(rank), pg::read(*p)});

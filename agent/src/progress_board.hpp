@@ -1,9 +1,10 @@
 #pragma once
 // The progress pages of this node's workers (dtrain/common/progress_page.hpp): one zeroed file
-// per local rank in <run folder>/progress, handed to the worker as DTRAIN_PROGRESS_FILE and mapped
+// per local rank, <run folder>/progress-R, handed to the worker as DTRAIN_PROGRESS_FILE and mapped
 // here for reading.
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,7 @@ class ProgressBoard {
   ProgressBoard(const ProgressBoard&) = delete;
   ProgressBoard& operator=(const ProgressBoard&) = delete;
 
-  // Creates <dir> and a page for each rank (the pages of an earlier open() are unmapped). Throws IoError.
+  // Creates a page for each rank in <dir> (which it creates if needed) (the pages of an earlier open() are unmapped). Throws IoError.
   void open(const std::filesystem::path& dir, const std::vector<int>& ranks);
   // Zeroes a rank's page before its worker starts (a new generation). "" when the board is closed.
   std::string reset(int rank);
@@ -28,6 +29,7 @@ class ProgressBoard {
  private:
   std::filesystem::path dir_;
   std::map<int, progress::Page*> pages_;
+  std::set<int> fresh_;  // created zeroed and not handed out yet: nothing to clear
 };
 
 }  // namespace dtrain::agent

@@ -94,7 +94,6 @@ Helper find_helper(const std::string& self_exe, const std::string& shim) {
   }
   auto use_shim = [&](std::string exe) {
     h.exe = std::move(exe);
-    h.exec_word = "exec";
     h.guard_word = "guard";
   };
   if (shim.empty()) {

@@ -1,7 +1,7 @@
 #pragma once
 // What gets executed: the job's command, checked as execvp would find it before anything is
-// spawned, and the helper program that starts workers and the guardian (dtrain-shim, or the dtrain
-// binary's own `__exec` / `__guard`).
+// spawned, and the helper program that runs the guardian (dtrain-shim, or the dtrain binary's own
+// `__guard`).
 #include <filesystem>
 #include <string>
 
@@ -17,9 +17,8 @@ struct Resolved {
 Resolved resolve_command(const std::string& cmd, const std::string& path_var, const std::filesystem::path& workdir);
 
 struct Helper {
-  std::string exe;                    // what is exec'd for a worker and the guardian
-  std::string exec_word = "__exec";   // argv[1] for a worker
-  std::string guard_word = "__guard"; // argv[1] for the guardian
+  std::string exe;                    // what is exec'd for the guardian
+  std::string guard_word = "__guard"; // its argv[1]
 };
 
 // `shim` as in AgentOptions::shim: "" looks for dtrain-shim next to `self_exe` (or in

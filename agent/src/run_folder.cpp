@@ -17,11 +17,54 @@ namespace dtrain::agent {
 
 namespace fs = std::filesystem;
 
-RunFolder::~RunFolder() {
-  if (temporary_ && !path_.empty()) {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
+namespace {
+
+std::string disk_temp_base() {
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+}
+
+bool writable_dir(const char* p) {
+  struct stat st {};
+  return p != nullptr && *p == '/' && ::stat(p, &st) == 0 && S_ISDIR(st.st_mode) && ::access(p, W_OK | X_OK) == 0;
+}
+
+// Where a temporary run folder goes: a file system in memory when there is one ($XDG_RUNTIME_DIR,
+// else /dev/shm), since it holds only small files that live as long as the launch (plan.json, the
+// progress pages); creating and removing folders on a disk cost a launch milliseconds, on a file
+// system that discards freed blocks at once many more. Else $TMPDIR (or /tmp).
+std::string runtime_base() {
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); writable_dir(xdg)) return xdg;
+  if (writable_dir("/dev/shm")) return "/dev/shm";
+  return disk_temp_base();
+}
+
+// mkdtemp(<base>/<stem>XXXXXX): a new folder, mode 0700.
+fs::path make_temp_dir(const std::string& base, const std::string& stem, const char* what) {
+  std::string templ = fmt::format("{}/{}XXXXXX", base, stem);
+  std::vector<char> b(templ.begin(), templ.end());
+  b.push_back('\0');
+  if (::mkdtemp(b.data()) == nullptr) throw_os_error(errno, fmt::format("cannot create the {} {}", what, templ));
+  return b.data();
+}
+
+}  // namespace
+
+RunFolder::~RunFolder() { remove(); }
+
+void RunFolder::remove() {
+  if (!temporary_) return;
+  std::error_code ec;
+  for (const auto& p : temporary_folders()) fs::remove_all(p, ec);
+  removed_ = true;
+}
+
+std::vector<fs::path> RunFolder::temporary_folders() const {
+  std::vector<fs::path> out;
+  if (!temporary_ || removed_) return out;
+  for (const auto* p : {&path_, &own_checkpoint_})
+    if (!p->empty()) out.push_back(*p);
+  return out;
 }
 
 void RunFolder::create(const std::string& log_dir, const std::string& run_id, bool keep) {
@@ -35,13 +78,12 @@ void RunFolder::create(const std::string& log_dir, const std::string& run_id, bo
                                     path_.string(), ec.message()));
     return;
   }
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = fmt::format("{}/dtrain-{}-XXXXXX", tmp && *tmp ? tmp : "/tmp", run_id);
-  std::vector<char> b(templ.begin(), templ.end());
-  b.push_back('\0');
-  if (::mkdtemp(b.data()) == nullptr) throw_os_error(errno, fmt::format("cannot create the run folder {}", templ));
-  path_ = b.data();
+  // kept logs can be large: on disk
+  std::string base = keep ? disk_temp_base() : runtime_base();
+  path_ = make_temp_dir(base, fmt::format("dtrain-{}-", run_id), "run folder");
   temporary_ = !keep;
+  checkpoint_apart_ = temporary_ && base != disk_temp_base();
+  run_id_ = run_id;
 }
 
 void RunFolder::write_plan(const std::string& json) const {
@@ -58,7 +100,12 @@ void RunFolder::write_plan(const std::string& json) const {
   }
 }
 
-fs::path RunFolder::checkpoint_dir(const std::optional<std::string>& spec_dir, const fs::path& workdir) const {
+fs::path RunFolder::checkpoint_dir(const std::optional<std::string>& spec_dir, const fs::path& workdir) {
+  if (!spec_dir && checkpoint_apart_) {  // checkpoints can be large: on disk, not in memory
+    if (own_checkpoint_.empty())
+      own_checkpoint_ = make_temp_dir(disk_temp_base(), fmt::format("dtrain-{}-checkpoint-", run_id_), "checkpoint folder");
+    return own_checkpoint_;
+  }
   std::error_code ec;
   fs::path dir = (spec_dir ? fs::absolute(workdir / *spec_dir, ec) : path_ / "checkpoint").lexically_normal();
   if (!dir.has_filename()) dir = dir.parent_path();  // "ckpt/"

@@ -1,12 +1,7 @@
-/* The agent's two helper processes, written once in C (libc only) and linked into both the static
- * `dtrain-shim` program and the dtrain binary (`dtrain __exec` / `dtrain __guard`); they exist
- * because libuv's uv_spawn has no hook between fork and exec:
+/* The agent's guardian, written in C (libc only) and linked into both the static `dtrain-shim`
+ * program and the dtrain binary (`dtrain __guard`), so that it runs as a small process of its own
+ * for the whole job (the agent starts it detached: guardian.hpp):
  *
- *   exec AGENT_PID -- COMMAND...  sets PR_SET_PDEATHSIG(SIGKILL), checks the agent is still its
- *       parent (it may have died before the prctl), then execvp()s the command. The agent started it
- *       in a new session (own process group). If exec fails, it writes {pid, errno} to fd 3 (the
- *       agent's status pipe; close-on-exec, so a successful exec leaves nothing there) and exits
- *       127 (not found) or 126 (not executable).
  *   guard  reads "+PGID\n" / "-PGID\n" lines from stdin (a pipe held by the agent), and "=ID\n", the
  *       DTRAIN_AGENT_ID every worker carries. On EOF, which is also what happens when the agent is
  *       SIGKILLed, it SIGKILLs every group still listed, every descendant of their members, and
@@ -15,7 +10,10 @@
  *       their parent died first (the kernel kills workers with the agent: PR_SET_PDEATHSIG).
  *       "/PREFIX\n" names the workers' shared-memory stem (DTRAIN_SHM_PREFIX): at the end it also
  *       removes every /dev/shm entry whose name starts with it (a worker killed during setup
- *       leaves its segment there).
+ *       leaves its segment there), and "#PATH\n" names a temporary folder of the agent (its run
+ *       folder, its checkpoint folder) to remove with its contents. ".\n" is the agent's word that it
+ *       reaped, swept and removed everything itself: at EOF only the groups still listed are
+ *       killed, and /proc, /dev/shm and the folders are not touched.
  *       Own session, ignores INT/TERM/HUP/PIPE.
  */
 #define _GNU_SOURCE
@@ -24,40 +22,29 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <sys/prctl.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dtrain/common/exit_codes.h"
 
-int dtrain_shim_exec(int argc, char** argv, const char* who) {
-  if (argc < 5 || strcmp(argv[3], "--") != 0) {
-    fprintf(stderr, "%s: internal helper of dtrain launch, not for direct use\n", who);
-    return DTRAIN_EXIT_USAGE;
-  }
-  long agent = strtol(argv[2], NULL, 10);
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(DTRAIN_EXIT_INTERNAL);
-  if ((long)getppid() != agent) _exit(DTRAIN_EXIT_SIGNAL_BASE + SIGKILL);
-  fcntl(3, F_SETFD, FD_CLOEXEC);
-  execvp(argv[4], argv + 4);
-  int err = errno;
-  int32_t rec[2] = {(int32_t)getpid(), (int32_t)err};
-  ssize_t n = write(3, rec, sizeof rec);
-  (void)n;
-  _exit(err == ENOENT || err == ENOTDIR ? DTRAIN_EXIT_NOT_FOUND : DTRAIN_EXIT_NOT_EXECUTABLE);
-}
+#define GUARD_FOLDERS 4
+#define GUARD_LINE 4200 /* a line holds a path */
 
 /* The set of process groups to kill, as a growing array (a '+' adds, a '-' removes one), the
- * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it) and their /dev/shm stem ('/' sets it). */
+ * "DTRAIN_AGENT_ID=ID" of the agent's workers ('=' sets it), their /dev/shm stem ('/' sets it), the
+ * agent's temporary folders ('#' adds one), and whether the agent cleaned up itself ('.'). */
 struct groups {
   long* pg;
   size_t count, cap;
   char marker[128];
   char shm_prefix[72];
+  char* folders[GUARD_FOLDERS];
+  int all_clear;
 };
 
 /* A stem as common/shm_names.hpp accepts it: 1 to 64 letters, digits, '-', '_' or '.'. */
@@ -105,13 +92,25 @@ static void groups_remove(struct groups* g, long pg) {
     }
 }
 
-/* One complete line ("+PGID" or "-PGID", without its newline). */
+/* One complete line ("+PGID", "-PGID", "=ID", "/PREFIX" or ".", without its newline). */
 static void guard_line(struct groups* g, const char* line, size_t len) {
   static const char kName[] = "DTRAIN_AGENT_ID=";
   if (line[0] == '=' && len > 1 && len - 1 + sizeof kName <= sizeof g->marker) {
     memcpy(g->marker, kName, sizeof kName - 1);
     memcpy(g->marker + sizeof kName - 1, line + 1, len - 1);
     g->marker[sizeof kName - 1 + len - 1] = '\0';
+    return;
+  }
+  if (line[0] == '.') {
+    g->all_clear = 1;
+    return;
+  }
+  if (line[0] == '#') {
+    for (size_t k = 0; k < GUARD_FOLDERS; ++k)
+      if (g->folders[k] == NULL) {
+        g->folders[k] = strdup(line + 1);
+        return;
+      }
     return;
   }
   if (line[0] == '/') {
@@ -228,13 +227,29 @@ static void kill_trees(const struct groups* g) {
   free(all);
 }
 
+static int remove_entry(const char* path, const struct stat* st, int type, struct FTW* ftw) {
+  (void)st;
+  (void)ftw;
+  if (type == FTW_DP) rmdir(path);
+  else unlink(path);
+  return 0;
+}
+
+/* Removes a temporary folder of the agent with what is in it, without following links; only an
+ * absolute path whose last part starts with "dtrain-" (what the agent makes), never "/". */
+static void remove_folder(const char* path) {
+  const char* last = strrchr(path, '/');
+  if (path[0] != '/' || last == NULL || strncmp(last + 1, "dtrain-", 7) != 0) return;
+  nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 int dtrain_shim_guard(void) {
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  struct groups g = {NULL, 0, 0, "", ""};
-  char line[128];
+  struct groups g = {NULL, 0, 0, "", "", {NULL}, 0};
+  static char line[GUARD_LINE];
   size_t len = 0;
   char buf[4096];
   for (;;) {
@@ -251,9 +266,13 @@ int dtrain_shim_guard(void) {
       len = 0;
     }
   }
-  if (g.count > 0 || g.marker[0] != '\0') kill_trees(&g);
+  if (!g.all_clear && (g.count > 0 || g.marker[0] != '\0')) kill_trees(&g);
   for (size_t k = 0; k < g.count; ++k) kill((pid_t)-g.pg[k], SIGKILL);
-  if (g.shm_prefix[0] != '\0') sweep_shm(g.shm_prefix);
+  if (!g.all_clear && g.shm_prefix[0] != '\0') sweep_shm(g.shm_prefix);
+  for (size_t k = 0; k < GUARD_FOLDERS; ++k) {
+    if (g.folders[k] != NULL && !g.all_clear) remove_folder(g.folders[k]);
+    free(g.folders[k]);
+  }
   free(g.pg);
   return DTRAIN_EXIT_OK;
 }

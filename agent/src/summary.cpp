@@ -21,6 +21,7 @@ nlohmann::json exit_json(const WorkerExit& w) {
   if (w.signal != 0) j["signal"] = w.signal;
   else j["exit_code"] = w.exit_code;
   if (w.exec_errno != 0) j["exec_errno"] = w.exec_errno;
+  if (w.workdir_error) j["workdir_error"] = true;
   return j;
 }
 

@@ -2,6 +2,7 @@
 #include "worker_group.hpp"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,12 +28,6 @@ void read_cb(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexcept {
   w->group->on_read(*w, reinterpret_cast<uv_pipe_t*>(s) == w->err.get(), nread);
 }
 
-void exit_cb(uv_process_t* p, std::int64_t status, int term_signal) noexcept {
-  auto* w = static_cast<Worker*>(p->data);
-  if (w == nullptr) return;
-  w->group->on_exit(*w, status, term_signal);
-}
-
 }  // namespace
 
 WorkerGroup::~WorkerGroup() {
@@ -51,6 +46,19 @@ void WorkerGroup::open(uv_loop_t* loop, Launch launch) {
   if (rc < 0) throw IoError(fmt::format("uv_timer_init: {}", uv_strerror(rc)));
 }
 
+namespace {
+
+// Closes what it holds unless released.
+struct Fds {
+  int fd[2] = {-1, -1};
+  ~Fds() {
+    for (int f : fd)
+      if (f >= 0) ::close(f);
+  }
+};
+
+}  // namespace
+
 void WorkerGroup::spawn(const config::RankInfo& r, const EnvMap& env,
                         const std::optional<std::filesystem::path>& log_dir) {
   auto w = std::make_unique<Worker>();
@@ -65,41 +73,33 @@ void WorkerGroup::spawn(const config::RankInfo& r, const EnvMap& env,
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::vector<std::string> argv{launch_.helper, launch_.exec_word, launch_.agent_pid, "--"};
-  argv.insert(argv.end(), launch_.command.begin(), launch_.command.end());
+  std::vector<std::string> argv(launch_.command);
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
 
-  auto pipe_init = [&](uv_pipe_t* p) { return uv_pipe_init(loop_, p, 0); };
-  int rc = w->out.init(pipe_init, w.get());
-  if (rc == 0) rc = w->err.init(pipe_init, w.get());
-  if (rc < 0) throw IoError(fmt::format("uv_pipe_init: {}", uv_strerror(rc)));
+  Fds out, err;  // [0] read here, [1] the worker's stdout / stderr
+  if (::pipe2(out.fd, O_CLOEXEC) != 0 || ::pipe2(err.fd, O_CLOEXEC) != 0)
+    throw_os_error(errno, fmt::format("cannot create the output pipes of rank {}", r.rank));
+  open_pipes(*w, out.fd[0], err.fd[0]);
+  out.fd[0] = err.fd[0] = -1;  // the pipe handles own them now
 
-  uv_stdio_container_t stdio[4];
-  stdio[0].flags = UV_IGNORE;  // stdin: /dev/null
-  stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-  stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(w->out.get());
-  stdio[2].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-  stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(w->err.get());
-  stdio[3].flags = UV_INHERIT_FD;  // the status pipe (fd 3 of the helper)
-  stdio[3].data.fd = status_wr_;
-
-  uv_process_options_t po{};
-  po.file = launch_.helper.c_str();
-  po.args = args.data();
-  po.env = envp.data();
-  po.cwd = launch_.cwd.c_str();
-  po.stdio = stdio;
-  po.stdio_count = 4;
-  po.flags = UV_PROCESS_DETACHED;  // setsid(): own session and process group (pgid == pid)
-  po.exit_cb = exit_cb;
+  SpawnRequest req;
+  req.file = args[0];
+  req.argv = args.data();
+  req.envp = envp.data();
+  req.cwd = launch_.cwd.c_str();
+  req.stdio[1] = out.fd[1];
+  req.stdio[2] = err.fd[1];
+  req.status_fd = status_wr_;
+  req.die_with_parent = true;
   w->started = Clock::now();
-  rc = w->proc.init([&](uv_process_t* p) { return uv_spawn(loop_, p, &po); }, w.get(), true);
-  if (rc < 0) throw_os_error(rc, fmt::format("cannot start rank {} through '{}'", r.rank, launch_.helper));
+  pid_t pid = spawn_process(req);
+  if (pid < 0) throw_os_error(errno, fmt::format("cannot start rank {}: fork", r.rank));
   w->spawned = true;
-  w->exit.pid = w->proc.get()->pid;
-  guardian_.watch(w->exit.pid);
+  w->exit.pid = pid;
+  reaper_.watch(pid, [this, pid](int status) { on_exit(pid, status); });
+  guardian_.watch(pid);
   router_.open(w->output, r, log_dir);
 
   uv_read_start(reinterpret_cast<uv_stream_t*>(w->out.get()), alloc_cb, read_cb);
@@ -108,11 +108,32 @@ void WorkerGroup::spawn(const config::RankInfo& r, const EnvMap& env,
   workers_.push_back(std::move(w));
 }
 
+void WorkerGroup::open_pipes(Worker& w, int out_fd, int err_fd) {
+  auto pipe_init = [&](uv_pipe_t* p) { return uv_pipe_init(loop_, p, 0); };
+  int rc = w.out.init(pipe_init, &w);
+  if (rc == 0) rc = uv_pipe_open(w.out.get(), out_fd);
+  else ::close(out_fd);
+  if (rc == 0) rc = w.err.init(pipe_init, &w);
+  if (rc == 0) rc = uv_pipe_open(w.err.get(), err_fd);
+  else ::close(err_fd);
+  if (rc < 0) throw IoError(fmt::format("the output pipes of rank {}: {}", w.exit.rank, uv_strerror(rc)));
+}
+
+namespace {
+
+// To the worker's process group; a worker that has not made its group yet (just forked: it calls
+// setsid before it unblocks signals and execs) gets it itself and dies of it before its exec.
+void signal_worker(long pid, int sig) {
+  if (::kill(-static_cast<pid_t>(pid), sig) != 0 && errno == ESRCH) ::kill(static_cast<pid_t>(pid), sig);
+}
+
+}  // namespace
+
 void WorkerGroup::kill(int sig, bool stopping) {
   for (auto& w : workers_) {
     if (!w->live()) continue;
     if (stopping) w->exit.stopped_by_agent = true;
-    ::kill(-static_cast<pid_t>(w->exit.pid), sig);
+    signal_worker(w->exit.pid, sig);
   }
 }
 
@@ -165,7 +186,7 @@ void WorkerGroup::retire() {
 
 void WorkerGroup::kill_now() {
   for (auto& w : workers_) {
-    if (w->live()) ::kill(-static_cast<pid_t>(w->exit.pid), SIGKILL);
+    if (w->live()) signal_worker(w->exit.pid, SIGKILL);
     w->out.close();
     w->err.close();
     w->out_open = w->err_open = false;
@@ -197,28 +218,34 @@ void WorkerGroup::close_pipe(Worker& w, bool is_err) {
 }
 
 void WorkerGroup::drain_status_pipe() {
-  std::int32_t rec[2];
-  for (;;) {
-    ssize_t n = ::read(status_rd_, rec, sizeof rec);
-    if (n != static_cast<ssize_t>(sizeof rec)) break;
-    exec_errors_[rec[0]] = rec[1];
-  }
+  SpawnFailure f;
+  while (::read(status_rd_, &f, sizeof f) == static_cast<ssize_t>(sizeof f)) failures_[f.pid] = f;
 }
 
-void WorkerGroup::on_exit(Worker& w, std::int64_t status, int term_signal) {
+Worker* WorkerGroup::find(pid_t pid) {
+  for (const auto* list : {&workers_, &retired_})
+    for (const auto& w : *list)
+      if (w->exit.pid == pid) return w.get();
+  return nullptr;
+}
+
+void WorkerGroup::on_exit(pid_t pid, int wait_status) {
   guarded(listener_, [&] {
+    Worker* found = find(pid);
+    if (found == nullptr) return;
+    Worker& w = *found;
     w.exited = true;
-    w.exit.exit_code = static_cast<int>(status);
-    w.exit.signal = term_signal;
+    w.exit.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
+    w.exit.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
     w.exit.duration_s = std::chrono::duration<double>(Clock::now() - w.started).count();
-    w.proc.close();
     // whatever is left of its process group goes with it
     ::kill(-static_cast<pid_t>(w.exit.pid), SIGKILL);
     guardian_.forget(w.exit.pid);
     drain_status_pipe();
-    if (auto it = exec_errors_.find(w.exit.pid); it != exec_errors_.end()) {
-      w.exit.exec_errno = it->second;
-      exec_errors_.erase(it);
+    if (auto it = failures_.find(w.exit.pid); it != failures_.end()) {
+      w.exit.exec_errno = it->second.err;  // a failed set-up before the exec counts as a failed exec
+      w.exit.workdir_error = it->second.step == SpawnStep::workdir;
+      failures_.erase(it);
     }
     DTRAIN_DEBUG(agent, "rank {} pid {} ended: {}", w.exit.rank, w.exit.pid, w.exit.describe());
     if (live() == 0) arm_drain();

@@ -1,8 +1,9 @@
 #pragma once
-// The local workers of one generation: spawned through the helper (shim.c, `exec`) in their own
-// session and process group, signalled as groups, reaped with the exec error the helper reports on
-// the status pipe, and read until both pipes close (or, when a process that escaped the group
-// keeps them open, until a short drain period after the last exit).
+// The local workers of one generation: started side by side without waiting for their execs
+// (spawn.hpp), each in its own session and process group, signalled as groups, reaped (reaper.hpp)
+// with the exec error a child that could not exec reports on the status pipe, and read until both
+// pipes close (or, when a process that escaped the group keeps them open, until a short drain
+// period after the last exit).
 #include <uv.h>
 
 #include <chrono>
@@ -21,6 +22,8 @@
 #include "dtrain/common/uv_handle.hpp"
 #include "guardian.hpp"
 #include "output_router.hpp"
+#include "reaper.hpp"
+#include "spawn.hpp"
 
 namespace dtrain::agent {
 
@@ -28,7 +31,6 @@ class WorkerGroup;
 
 struct Worker {
   WorkerGroup* group = nullptr;
-  UvHandle<uv_process_t> proc;
   UvHandle<uv_pipe_t> out, err;
   bool spawned = false, exited = false, out_open = false, err_open = false;
   WorkerExit exit;
@@ -53,15 +55,14 @@ class WorkerGroup {
    protected:
     ~Listener() = default;
   };
-  // How every worker is started: HELPER EXEC_WORD AGENT_PID -- COMMAND... in `cwd`.
+  // How every worker is started: COMMAND... in `cwd`.
   struct Launch {
-    std::string helper, exec_word, agent_pid;
     std::vector<std::string> command;
     std::string cwd;
   };
 
-  WorkerGroup(OutputRouter& router, Guardian& guardian, Listener& listener)
-      : router_(router), guardian_(guardian), listener_(listener) {}
+  WorkerGroup(OutputRouter& router, Guardian& guardian, Reaper& reaper, Listener& listener)
+      : router_(router), guardian_(guardian), reaper_(reaper), listener_(listener) {}
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -93,21 +94,24 @@ class WorkerGroup {
 
   // libuv callbacks
   void on_read(Worker& w, bool is_err, ssize_t nread);
-  void on_exit(Worker& w, std::int64_t status, int term_signal);
   char* read_buffer() { return readbuf_; }
 
  private:
+  void on_exit(pid_t pid, int wait_status);
+  Worker* find(pid_t pid);
+  void open_pipes(Worker& w, int out_fd, int err_fd);
   void close_pipe(Worker& w, bool is_err);
   void drain_status_pipe();
   void arm_drain();
 
   OutputRouter& router_;
   Guardian& guardian_;
+  Reaper& reaper_;
   Listener& listener_;
   uv_loop_t* loop_ = nullptr;
   Launch launch_;
-  int status_rd_ = -1, status_wr_ = -1;  // {pid, errno} records from the helper (fd 3)
-  std::map<long, int> exec_errors_;      // pid -> errno
+  int status_rd_ = -1, status_wr_ = -1;  // SpawnFailure records of children that could not exec
+  std::map<long, SpawnFailure> failures_;
   UvHandle<uv_timer_t> drain_timer_;
   std::vector<std::unique_ptr<Worker>> workers_, retired_;
   char readbuf_[kReadBuffer];

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Launch overhead: wall time of `dtrain launch` for N workers of /bin/true against
-# `mpirun -np N /bin/true` (Debian's openmpi-bin) and torchrun where installed, alternating the
-# launchers run by run in one go, so that all see the same machine load. Prints the median of each
-# and the ratio dtrain/peer.
+# `mpirun -np N /bin/true` (Debian's openmpi-bin), torchrun where installed, and the floor under any
+# launcher, `bench_forkexec N /bin/true` (fork N children that exec the program, wait for them).
+# The launchers alternate run by run in one go (the order reversed every other round), so that all
+# see the same machine load. Prints min/median/max of each, the ratio dtrain/peer, dtrain's distance
+# from the floor, the 8-worker time over the 2-worker time, and the load average before and after.
 #
 #   bash bench/launch/run.sh [DTRAIN_BIN] [RUNS]      (default: build/release/dtrain, 20 runs)
+#
+# Environment: DTRAIN_BASE=PATH also times a second dtrain binary (a build of another commit, with
+# its dtrain-shim next to it) in the same rounds, as the launcher "base"; FORKEXEC=PATH the floor's
+# program (default: bench/launch/bench_forkexec of the build folder DTRAIN_BIN is in).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,14 +18,20 @@ dtrain=${1:-$here/../../build/release/dtrain}
 runs=${2:-20}
 sizes=(2 8)
 [ -x "$dtrain" ] || { echo "bench/launch: no dtrain binary at $dtrain (build first, or pass its path)" >&2; exit 2; }
+forkexec=${FORKEXEC:-$(dirname "$dtrain")/bench/launch/bench_forkexec}
+base=${DTRAIN_BASE:-}
+[ -z "$base" ] || [ -x "$base" ] || { echo "bench/launch: DTRAIN_BASE=$base is not an executable" >&2; exit 2; }
 
 work=$(mktemp -d -t dtrain-bench-launch.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 echo '{"command": ["/bin/true"]}' >"$work/true.json"
 
-peers=()
-command -v mpirun >/dev/null && peers+=(mpirun)
-command -v torchrun >/dev/null && peers+=(torchrun)
+launchers=(dtrain)
+[ -n "$base" ] && launchers+=(base)
+if [ -x "$forkexec" ]; then launchers+=(forkexec); else echo "bench/launch: no $forkexec: no fork+exec floor (build bench_forkexec)" >&2; fi
+command -v mpirun >/dev/null && launchers+=(mpirun)
+# torchrun's underscore spellings, which every version takes
+torchrun --standalone --nproc_per_node 1 --no_python /bin/true >/dev/null 2>&1 && launchers+=(torchrun)
 
 now() { echo "${EPOCHREALTIME/./}"; }  # microseconds
 
@@ -28,37 +40,57 @@ run_one() {  # launcher N -> prints microseconds
   t0=$(now)
   case $launcher in
     dtrain) "$dtrain" launch "$work/true.json" --nproc-per-node "$n" >/dev/null 2>&1 ;;
+    base) "$base" launch "$work/true.json" --nproc-per-node "$n" >/dev/null 2>&1 ;;
+    forkexec) "$forkexec" "$n" /bin/true >/dev/null 2>&1 ;;
     mpirun) mpirun --allow-run-as-root --oversubscribe -np "$n" /bin/true >/dev/null 2>&1 ;;
-    torchrun) torchrun --standalone --nproc-per-node "$n" --no-python /bin/true >/dev/null 2>&1 ;;
-  esac
+    torchrun) torchrun --standalone --nproc_per_node "$n" --no_python /bin/true >/dev/null 2>&1 ;;
+  esac || echo "bench/launch: $launcher with $n workers failed" >&2
   t1=$(now)
   echo $((t1 - t0))
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# stdin: one number a line -> "median min max"
+stats() { sort -n | awk '{ a[NR] = $1 } END { m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; print m, a[1], a[NR] }'; }
+ms() { awk -v x="$1" 'BEGIN { printf "%.2f", x / 1000 }'; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 echo "launch overhead, $runs alternating runs per launcher and size, $(nproc) cores, $(uname -r)"
 echo "dtrain: $dtrain ($("$dtrain" --version))"
-for p in "${peers[@]}"; do
+[ -n "$base" ] && echo "base: $base ($("$base" --version))"
+for p in "${launchers[@]}"; do
   case $p in
+    forkexec) echo "forkexec: $forkexec N /bin/true" ;;
     mpirun) echo "mpirun: $(mpirun --version 2>/dev/null | head -n 1)" ;;
-    torchrun) echo "torchrun: $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?')" ;;
+    torchrun) echo "torchrun: $(head -n 1 "$(command -v torchrun)" | cut -c3-) $("$(head -n 1 "$(command -v torchrun)" | cut -c3-)" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?')" ;;
   esac
 done
+echo "load average before: $(load)"
 echo
-printf '%-4s %-10s %12s %12s\n' N launcher "median ms" "dtrain/peer"
+printf '%-4s %-10s %10s %10s %10s %12s\n' N launcher "median ms" "min" "max" "dtrain/this"
+declare -A med=()
 for n in "${sizes[@]}"; do
   declare -A samples=()
-  for launcher in dtrain "${peers[@]}"; do run_one "$launcher" "$n" >/dev/null; done  # warm-up
+  for launcher in "${launchers[@]}"; do run_one "$launcher" "$n" >/dev/null; done  # warm-up
+  order=("${launchers[@]}")
   for ((i = 0; i < runs; i++)); do
-    for launcher in dtrain "${peers[@]}"; do samples[$launcher]+="$(run_one "$launcher" "$n") "; done
+    for launcher in "${order[@]}"; do samples[$launcher]+="$(run_one "$launcher" "$n") "; done
+    reversed=()
+    for ((k = ${#order[@]} - 1; k >= 0; k--)); do reversed+=("${order[k]}"); done
+    order=("${reversed[@]}")
   done
-  d=$(tr ' ' '\n' <<<"${samples[dtrain]}" | grep . | median)
-  printf '%-4s %-10s %12.2f %12s\n' "$n" dtrain "$(awk -v x="$d" 'BEGIN { print x / 1000 }')" "-"
-  for p in "${peers[@]}"; do
-    m=$(tr ' ' '\n' <<<"${samples[$p]}" | grep . | median)
-    printf '%-4s %-10s %12.2f %12.3f\n' "$n" "$p" "$(awk -v x="$m" 'BEGIN { print x / 1000 }')" \
-      "$(awk -v a="$d" -v b="$m" 'BEGIN { print a / b }')"
+  for launcher in "${launchers[@]}"; do
+    read -r m lo hi < <(tr ' ' '\n' <<<"${samples[$launcher]}" | grep . | stats)
+    med[$launcher.$n]=$m
+    ratio=-
+    [ "$launcher" = dtrain ] || ratio=$(awk -v a="${med[dtrain.$n]}" -v b="$m" 'BEGIN { printf "%.3f", a / b }')
+    printf '%-4s %-10s %10s %10s %10s %12s\n' "$n" "$launcher" "$(ms "$m")" "$(ms "$lo")" "$(ms "$hi")" "$ratio"
   done
   unset samples
 done
+echo
+for n in "${sizes[@]}"; do
+  [ -n "${med[forkexec.$n]:-}" ] &&
+    echo "N=$n: dtrain - fork+exec floor = $(awk -v a="${med[dtrain.$n]}" -v b="${med[forkexec.$n]}" 'BEGIN { printf "%+.2f", (a - b) / 1000 }') ms"
+done
+echo "dtrain 8 workers / 2 workers = $(awk -v a="${med[dtrain.8]}" -v b="${med[dtrain.2]}" 'BEGIN { printf "%.2f", a / b }')"
+echo "load average after: $(load)"

@@ -215,7 +215,7 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.restart.max_restarts = v.get<int>(); }},
   {"/restart/backoff_s", FieldType::number, "0", "seconds to wait before each restart", 0, 86400, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.restart.backoff_s = v.get<double>(); }},
-  {"/restart/checkpoint_dir", FieldType::string, "unset (<run folder>/checkpoint)", "folder the workers save and resume from (DTRAIN_CHECKPOINT_DIR), relative to workdir", 0, 0, false, false, nullptr,
+  {"/restart/checkpoint_dir", FieldType::string, "unset (a folder of the launch: <log folder>/checkpoint, else under $TMPDIR)", "folder the workers save and resume from (DTRAIN_CHECKPOINT_DIR), relative to workdir", 0, 0, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.restart.checkpoint_dir = v.get<std::string>(); }},
 
   {"/env", FieldType::string_map, "{}", "extra environment variables for every worker", 0, 0, false, false, check_env,

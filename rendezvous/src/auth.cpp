@@ -1,12 +1,14 @@
 #include "dtrain/rendezvous/auth.hpp"
 
-#include <openssl/crypto.h>
+#include <dlfcn.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <openssl/opensslv.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -19,16 +21,65 @@
 
 namespace dtrain::rdzv::auth {
 
+namespace {
+
+#define DTRAIN_AUTH_STR2(x) #x
+#define DTRAIN_AUTH_STR(x) DTRAIN_AUTH_STR2(x)
+#ifdef OPENSSL_SHLIB_VERSION
+constexpr const char* kLibcrypto = "libcrypto.so." DTRAIN_AUTH_STR(OPENSSL_SHLIB_VERSION);
+#else
+constexpr const char* kLibcrypto = "libcrypto.so." SHLIB_VERSION_NUMBER;
+#endif
+
+// OpenSSL's libcrypto, loaded on the first HMAC rather than by the dynamic linker at start-up: a
+// plain local launch authenticates no one, and linking it cost every dtrain process (and every
+// program that loads libdtrain_collectives) about a millisecond of relocations and library set-up
+// (bench/RESULTS.md, "Launch"). Randomness comes from the kernel (getrandom), as OpenSSL's own does.
+struct Libcrypto {
+  decltype(&::HMAC) hmac = nullptr;
+  decltype(&::EVP_sha256) sha256 = nullptr;
+};
+
+const Libcrypto& libcrypto() {
+  static const Libcrypto lib = [] {
+    void* h = ::dlopen(kLibcrypto, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr)
+      throw IoError(fmt::format("rendezvous: cannot load {} for HMAC-SHA256: {} (install OpenSSL's libcrypto; "
+                                "Debian: libssl3)", kLibcrypto, ::dlerror()));
+    Libcrypto l;
+    l.hmac = reinterpret_cast<decltype(&::HMAC)>(::dlsym(h, "HMAC"));
+    l.sha256 = reinterpret_cast<decltype(&::EVP_sha256)>(::dlsym(h, "EVP_sha256"));
+    if (l.hmac == nullptr || l.sha256 == nullptr)
+      throw IoError(fmt::format("rendezvous: {} lacks HMAC or EVP_sha256", kLibcrypto));
+    return l;
+  }();
+  return lib;
+}
+
+// n bytes from the kernel's CSPRNG.
+void fill_random(unsigned char* out, std::size_t n, const char* what) {
+  while (n > 0) {
+    ssize_t got = ::getrandom(out, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw IoError(fmt::format("{}: the kernel's random generator failed: {}", what, errno_text(errno)));
+    out += got;
+    n -= static_cast<std::size_t>(got);
+  }
+}
+
+}  // namespace
+
 Bytes random_nonce() {
   Bytes n(kNonceBytes);
-  if (RAND_bytes(n.data(), int(n.size())) != 1) throw IoError("rendezvous: the OpenSSL random generator failed");
+  fill_random(n.data(), n.size(), "rendezvous");
   return n;
 }
 
 Bytes hmac_sha256(std::string_view key, ByteView message) {
+  const Libcrypto& lib = libcrypto();
   Bytes out(EVP_MAX_MD_SIZE);
   unsigned int len = 0;
-  if (HMAC(EVP_sha256(), key.data(), int(key.size()), message.data(), message.size(), out.data(), &len) == nullptr)
+  if (lib.hmac(lib.sha256(), key.data(), int(key.size()), message.data(), message.size(), out.data(), &len) == nullptr)
     throw IoError("rendezvous: HMAC-SHA256 failed in OpenSSL");
   out.resize(len);
   return out;
@@ -36,7 +87,9 @@ Bytes hmac_sha256(std::string_view key, ByteView message) {
 
 bool constant_time_equal(ByteView a, ByteView b) {
   if (a.size() != b.size() || a.empty()) return false;
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  unsigned char diff = 0;  // no early exit: the time does not depend on where they differ
+  for (std::size_t i = 0; i < a.size(); ++i) diff = static_cast<unsigned char>(diff | (a[i] ^ b[i]));
+  return diff == 0;
 }
 
 Bytes proof(std::string_view token, std::string_view role, ByteView first_nonce, ByteView second_nonce,
@@ -80,7 +133,7 @@ void check_token_strength(std::string_view token, std::string_view where) {
 
 std::string new_token() {
   unsigned char raw[kNewTokenBytes];
-  if (RAND_bytes(raw, int(sizeof raw)) != 1) throw IoError("token: the OpenSSL random generator failed");
+  fill_random(raw, sizeof raw, "token");
   std::string out;
   out.reserve(2 * sizeof raw);
   static constexpr char kHex[] = "0123456789abcdef";
@@ -88,7 +141,7 @@ std::string new_token() {
     out.push_back(kHex[c >> 4]);
     out.push_back(kHex[c & 15]);
   }
-  OPENSSL_cleanse(raw, sizeof raw);
+  ::explicit_bzero(raw, sizeof raw);
   return out;
 }
 

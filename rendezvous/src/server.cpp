@@ -1,6 +1,7 @@
-// The libuv rendezvous server's lifecycle: start() runs the loop on its own thread and returns once
-// it listens; stop() wakes the loop through a uv_async_t, which answers every parked request, flushes
-// and closes every connection, and lets the loop end. What the server serves lives in server/:
+// The libuv rendezvous server's lifecycle: start() binds and listens on the calling thread, then runs
+// the loop on a thread of its own (with every signal blocked: they are the caller's business), so it
+// never waits for that thread to be scheduled; stop() wakes the loop through a uv_async_t, which
+// answers every parked request, flushes and closes every connection, and lets the loop end. What the server serves lives in server/:
 // connection, listener, handshake, dispatch, wait_list, scope, and per concern the pure model
 // (kv_table, store_barrier, join_barrier, event_log, liveness, exit_barrier, status) with its
 // handlers (store_ops, join_ops, node_ops).
@@ -8,8 +9,10 @@
 
 #include <uv.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
-#include <future>
 #include <thread>
 
 #include "dtrain/common/net.hpp"
@@ -103,8 +106,8 @@ struct Server::Impl {
     uv_unref(stop_timer.handle());
   }
 
-  // Runs on the loop thread: binds, reports to start(), serves until stopped.
-  void run(std::promise<void>& ready) {
+  // On the caller's thread, before the loop thread exists: the loop, the listening socket, the timers.
+  void open() {
     try {
       int rc = uv_loop_init(&loop);
       if (rc < 0) throw IoError(fmt::format("rendezvous: cannot create the event loop: {}", uv_text(rc)));
@@ -112,10 +115,12 @@ struct Server::Impl {
       setup();
     } catch (...) {
       teardown();
-      ready.set_exception(std::current_exception());
-      return;
+      throw;
     }
-    ready.set_value();
+  }
+
+  // The loop thread: serves until stopped.
+  void run() {
     uv_run(&loop, UV_RUN_DEFAULT);
     teardown();
   }
@@ -163,7 +168,7 @@ Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts
 
 Server::~Server() { stop(); }
 
-void Server::start() {
+void Server::start(bool serve_now) {
   auto& o = impl_->opts;
   DTRAIN_CHECK(!impl_->started, "Server::start called twice");
   if (o.port < 0 || o.port > 65535) throw ConfigError(fmt::format("rendezvous port {} out of range 0-65535", o.port));
@@ -173,16 +178,29 @@ void Server::start() {
         "rendezvous.token_file), or --insecure on a trusted network; without a token only loopback addresses are allowed",
         o.host));
   auth::check_token_strength(o.token, "rendezvous token");
-  std::promise<void> ready;
-  auto fut = ready.get_future();
-  impl_->thread = std::thread([this, &ready] { impl_->run(ready); });
+  impl_->open();
+  impl_->started = true;
+  if (serve_now) serve();
+}
+
+void Server::serve() {
+  DTRAIN_CHECK(impl_->started, "Server::serve before start");
+  if (impl_->thread.joinable()) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread starts with every signal blocked
   try {
-    fut.get();
+    impl_->thread = std::thread([this] { impl_->run(); });
   } catch (...) {
-    impl_->thread.join();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     throw;
   }
-  impl_->started = true;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+int Server::listen_fd() const {
+  uv_os_fd_t fd = -1;
+  return impl_->listener && uv_fileno(impl_->listener.handle(), &fd) == 0 ? fd : -1;
 }
 
 int Server::port() const { return impl_->bound_port; }
@@ -194,8 +212,9 @@ std::string Server::endpoint() const {
 void Server::stop() {
   if (!impl_ || !impl_->started) return;
   impl_->started = false;
+  if (!impl_->thread.joinable()) return impl_->teardown();  // never served: nobody else has the loop
   if (impl_->async) uv_async_send(impl_->async.get());
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->thread.join();
 }
 
 }  // namespace dtrain::rdzv

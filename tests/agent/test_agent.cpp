@@ -1,4 +1,4 @@
-// The agent with real worker processes (through the real dtrain binary's __exec shim), driven by
+// The agent with real worker processes (forked and exec'd by the agent, spawn.hpp), driven by
 // hand-built plans: env contract, group fate, signals, restarts, output, no orphans.
 #include <doctest/doctest.h>
 
@@ -172,7 +172,7 @@ TEST_SUITE("agent::agent") {
     auto plan = sh_plan(2,
                         "sleep 120 & echo $! > \"$T/gc.$RANK\";"
                         " if [ \"$RANK\" = 0 ]; then exit 0; fi;"
-                        " while [ ! -e \"$T/gc.0\" ]; do sleep 0.02; done; exit 4",
+                        " while [ ! -s \"$T/gc.0\" ]; do sleep 0.02; done; exit 4",
                         t);
     auto r = run_agent(options(plan, t), t);
     CHECK(r.rc == 4);

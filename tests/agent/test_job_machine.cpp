@@ -337,6 +337,9 @@ TEST_SUITE("agent::job_machine") {
     CHECK(ex(0, 0, SIGSEGV).status() == 128 + SIGSEGV);
     CHECK(ex(0, 0, SIGSEGV).describe() == "killed by SIGSEGV (11)");
     CHECK(ex(0, 127, 0, ENOENT).describe().find("could not execute the command") == 0);
+    auto workdir = ex(0, 127, 0, ENOENT);
+    workdir.workdir_error = true;
+    CHECK(workdir.describe().find("could not enter the workdir (No such file or directory)") == 0);
     CHECK(agent::signal_name(SIGKILL) == "SIGKILL");
   }
 

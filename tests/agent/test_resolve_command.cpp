@@ -51,15 +51,13 @@ TEST_SUITE("agent::resolve_command") {
     write_file(t.path / "bin" / "dtrain", "", true);
     auto self = dtrain::agent::find_helper((t.path / "bin" / "dtrain").string(), "");
     CHECK(self.exe == (t.path / "bin" / "dtrain").string());
-    CHECK(self.exec_word == "__exec");
     CHECK(self.guard_word == "__guard");
 
     write_file(t.path / "libexec" / "dtrain" / "dtrain-shim", "", true);
     auto libexec = dtrain::agent::find_helper((t.path / "bin" / "dtrain").string(), "");
     CHECK(fs::equivalent(libexec.exe, t.path / "libexec" / "dtrain" / "dtrain-shim"));
-    CHECK(libexec.exec_word == "exec");
     CHECK(libexec.guard_word == "guard");
-    CHECK(dtrain::agent::find_helper((t.path / "bin" / "dtrain").string(), "self").exec_word == "__exec");
+    CHECK(dtrain::agent::find_helper((t.path / "bin" / "dtrain").string(), "self").guard_word == "__guard");
     CHECK(dtrain::agent::find_helper("/x/dtrain", "/opt/shim").exe == "/opt/shim");
   }
 }

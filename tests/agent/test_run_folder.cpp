@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <string>
 
@@ -38,6 +40,35 @@ TEST_SUITE("agent::run_folder") {
     write_file(dir / "step-1.ckpt", "x");
     CHECK(rf.checkpoint_dir(std::nullopt, t.path) == dir);  // a later generation finds it as it was
     CHECK(fs::exists(dir / "step-1.ckpt"));
+  }
+
+  TEST_CASE("a temporary run folder in memory: the checkpoint folder is a folder of its own under TMPDIR") {
+    TempDir t;
+    const char* old_tmp = std::getenv("TMPDIR");
+    const std::string saved = old_tmp ? old_tmp : "";
+    ::setenv("TMPDIR", t.path.c_str(), 1);
+    fs::path run, ckpt;
+    {
+      RunFolder rf;
+      rf.create("", "run-2");
+      run = rf.path();
+      ckpt = rf.checkpoint_dir(std::nullopt, t.path);
+      CHECK(fs::is_directory(run));
+      CHECK(fs::is_directory(ckpt));
+      CHECK(mode_of(ckpt) == 0700u);
+      CHECK(rf.checkpoint_dir(std::nullopt, t.path) == ckpt);  // one folder for the whole launch
+      if (run.parent_path() != t.path) {  // a file system in memory was found for the run folder
+        CHECK(ckpt.parent_path() == t.path);
+        CHECK(ckpt.filename().string().rfind("dtrain-run-2-checkpoint-", 0) == 0);
+      } else {
+        CHECK(ckpt == run / "checkpoint");
+      }
+      write_file(ckpt / "step-1.ckpt", "x");
+    }
+    CHECK_FALSE(fs::exists(run));  // both removed at the end
+    CHECK_FALSE(fs::exists(ckpt));
+    if (old_tmp) ::setenv("TMPDIR", saved.c_str(), 1);
+    else ::unsetenv("TMPDIR");
   }
 
   TEST_CASE("restart.checkpoint_dir: relative to workdir, parents made; an existing folder keeps its mode") {

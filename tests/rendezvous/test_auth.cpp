@@ -1,5 +1,6 @@
 // Token handling: strength, new tokens, token files (bounded reads), and the proofs.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -100,5 +101,29 @@ TEST_SUITE("rendezvous::auth") {
     CHECK(auth::constant_time_equal(client, auth::proof("t", "client", a, b, "run", 1)));
     CHECK_FALSE(auth::constant_time_equal(client, auth::proof("t", "client", a, b, "run", 2)));
     CHECK_FALSE(auth::constant_time_equal(client, auth::proof("u", "client", a, b, "run", 1)));
+  }
+
+  TEST_CASE("HMAC-SHA256 through the libcrypto loaded on first use: RFC 4231's test cases 1 and 2") {
+    auto hex = [](const Bytes& b) {
+      std::string out;
+      for (unsigned char c : b) out += fmt::format("{:02x}", c);
+      return out;
+    };
+    std::string data1 = "Hi There", data2 = "what do ya want for nothing?";
+    CHECK(hex(auth::hmac_sha256(std::string(20, '\x0b'), Bytes(data1.begin(), data1.end()))) ==
+          "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    CHECK(hex(auth::hmac_sha256("Jefe", Bytes(data2.begin(), data2.end()))) ==
+          "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  }
+
+  TEST_CASE("constant_time_equal: equal bytes only, never two empty ones") {
+    Bytes a{1, 2, 3}, b{1, 2, 3}, c{1, 2, 4}, d{1, 2};
+    CHECK(auth::constant_time_equal(a, b));
+    CHECK_FALSE(auth::constant_time_equal(a, c));
+    CHECK_FALSE(auth::constant_time_equal(a, d));
+    CHECK_FALSE(auth::constant_time_equal(Bytes{}, Bytes{}));
+    Bytes n1 = auth::random_nonce(), n2 = auth::random_nonce();
+    CHECK(n1.size() == auth::kNonceBytes);
+    CHECK(n1 != n2);
   }
 }

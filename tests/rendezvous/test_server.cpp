@@ -2,6 +2,8 @@
 // Each bad peer must be dropped while a well-behaved client keeps being served.
 #include <doctest/doctest.h>
 
+#include <poll.h>
+
 #include <random>
 #include <thread>
 
@@ -160,5 +162,37 @@ TEST_SUITE("rendezvous::server") {
     o.port = port;
     TestServer again(o);
     CHECK(again.port() == port);
+  }
+
+  TEST_CASE("started without serving: a client waits in the backlog until serve(); stop() without serve()") {
+    {
+      Server idle(ServerOptions{});
+      idle.start(/*serve_now=*/false);
+      CHECK(idle.port() > 0);
+      CHECK(idle.listen_fd() >= 0);
+      idle.stop();  // the loop was never run on a thread of its own: closed here
+    }
+    Server srv(ServerOptions{});
+    srv.start(/*serve_now=*/false);
+    pollfd pfd{srv.listen_fd(), POLLIN, 0};
+    CHECK(::poll(&pfd, 1, 0) == 0);  // nobody yet
+    std::unique_ptr<TcpStore> client;
+    std::thread t([&] {
+      ClientOptions c;
+      c.host = "127.0.0.1";
+      c.port = srv.port();
+      c.run_id = "run1";
+      c.connect_timeout = 10s;
+      client = connect_store(c);  // its handshake waits until the server serves
+    });
+    REQUIRE(::poll(&pfd, 1, 10000) == 1);  // a connection is pending: what the agent watches for
+    srv.serve();
+    srv.serve();  // once is enough
+    t.join();
+    REQUIRE(client);
+    client->set("k", as_bytes("v"));
+    CHECK(client->get("k", 5s) == Bytes{static_cast<std::uint8_t>('v')});
+    client.reset();
+    srv.stop();
   }
 }

@@ -62,8 +62,8 @@ struct AgentOptions {
   // progress line: 1 always, 0 never, -1 when stderr is a terminal
   int progress = -1;
   std::string self_exe;                   // the dtrain binary; "" : /proc/self/exe
-  // Worker exec shim and guardian: "" : dtrain-shim next to self_exe (or in ../libexec/dtrain/),
-  // else `self_exe __exec` / `self_exe __guard`; "self" forces the latter.
+  // The guardian's program: "" : dtrain-shim next to self_exe (or in ../libexec/dtrain/), else
+  // `self_exe __guard`; "self" forces the latter. (Workers are forked and exec'd by the agent itself.)
   std::string shim;
   // Rendezvous store for the collectives bootstrap (DTRAIN_STORE_ADDR / _TOKEN / DTRAIN_LOCAL_ADDR).
   // embed_store with no store_addr: the agent serves a store on 127.0.0.1 (free port, random token).
@@ -91,6 +91,7 @@ struct WorkerExit {
   int exit_code = 0;        // valid when signal == 0
   int signal = 0;           // terminating signal, 0 when it exited
   int exec_errno = 0;       // the command could not be executed (ENOENT, EACCES, ...)
+  bool workdir_error = false;  // exec_errno is from entering the workdir, before the exec
   bool stopped_by_agent = false;  // ended after the agent sent it SIGTERM/SIGKILL
   double duration_s = 0;
   std::vector<std::string> last_stderr;  // last lines of its stderr
@@ -191,10 +192,8 @@ struct Refusal {
 };
 std::optional<Refusal> check_command(const config::Plan& plan);
 
-// Hidden entry points of the dtrain binary, dispatched by main() before any CLI parsing:
-//   dtrain __exec AGENT_PID -- COMMAND...   worker shim: PR_SET_PDEATHSIG, then execvp
-//   dtrain __guard                          guardian: on stdin EOF, SIGKILL every listed group
-int exec_shim_main(int argc, char** argv);
+// The hidden entry point of the dtrain binary, dispatched by main() before any CLI parsing:
+//   dtrain __guard      guardian: on stdin EOF, SIGKILL every listed group (shim.c)
 int guardian_main(int argc, char** argv);
 
 }  // namespace dtrain::agent

@@ -36,7 +36,7 @@ Diagnosis diagnose(const std::vector<RankProgress>& ranks, std::int64_t now_ns, 
 // The lines, then "stuck: <verdict>" when hung: what `dtrain status` shows of a node.
 std::string diagnosis_text(const Diagnosis& d);
 
-// The pages of a progress folder (rank-R files), read now; ranks in order.
+// The progress pages in a run folder (progress-R files), read now; ranks in order.
 std::vector<RankProgress> read_progress(const std::filesystem::path& dir);
 
 // The agents running on this machine for this user, as `dtrain status` lists them: each registers

@@ -61,7 +61,7 @@ struct RendezvousSpec {
 struct RestartSpec {
   int max_restarts = 0;
   double backoff_s = 0;  // wait before each restart
-  std::optional<std::string> checkpoint_dir;  // DTRAIN_CHECKPOINT_DIR; relative to workdir; unset: <run folder>/checkpoint
+  std::optional<std::string> checkpoint_dir;  // DTRAIN_CHECKPOINT_DIR; relative to workdir; unset: a folder of the launch (run_folder.hpp)
 };
 
 struct OutputSpec {

@@ -19,8 +19,10 @@ inline constexpr std::size_t kNewTokenBytes = 32;
 // The first line of a token file is read up to this many bytes; a longer one is refused.
 inline constexpr std::size_t kMaxTokenFileLine = 4096;
 
-// kNonceBytes from the OS CSPRNG (OpenSSL RAND_bytes); throws IoError if it fails.
+// kNonceBytes from the OS CSPRNG (getrandom); throws IoError if it fails.
 Bytes random_nonce();
+// HMAC-SHA256 by OpenSSL's libcrypto, which the first call loads (dlopen); throws IoError when it
+// cannot be loaded.
 Bytes hmac_sha256(std::string_view key, ByteView message);
 bool constant_time_equal(ByteView a, ByteView b);
 

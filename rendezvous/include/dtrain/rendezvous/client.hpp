@@ -1,7 +1,7 @@
 #pragma once
 // TcpStore: the client of the rendezvous server (server.hpp), one TCP connection, blocking POSIX
 // sockets with deadlines. Used by the agent and by the collectives library, so it depends on
-// dtrain::common and OpenSSL's libcrypto only.
+// dtrain::common (and OpenSSL's libcrypto, which auth.cpp loads on the first HMAC) only.
 //
 // connect_store() connects (retrying "connection refused" until connect_timeout, since node 0 may
 // still be starting its server, and a connection the server closed during the handshake, since a

@@ -1,6 +1,7 @@
 #pragma once
-// The rendezvous store server (libuv). One Server owns one libuv loop that runs on its own thread:
-// start() returns once the socket listens (or throws), stop() (any thread) wakes the loop through a
+// The rendezvous store server (libuv). One Server owns one libuv loop that runs on its own thread
+// (every signal blocked there): start() binds and listens on the calling thread and returns once the
+// socket listens (or throws), without waiting for the loop thread; stop() (any thread) wakes the loop through a
 // uv_async_t, flushes pending replies, closes every handle and joins the thread. The destructor
 // calls stop().
 //
@@ -51,9 +52,16 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and listens on the loop thread; returns once listening. Throws ConfigError for a refused
+  // Binds and listens, then starts the loop thread; returns once listening. Throws ConfigError for a refused
   // configuration (tokenless non-loopback address) and IoError when the address cannot be bound.
-  void start();
+  // With `serve_now` false the thread is not started: connections wait in the listen backlog until
+  // serve() (a store that many jobs never use need not cost a thread; listen_fd() becomes readable
+  // when a client connects).
+  void start(bool serve_now = true);
+  // Starts the loop thread (once; after start()). Throws std::system_error when it cannot.
+  void serve();
+  // The listening socket (after start()), to watch for a first connection before serve().
+  int listen_fd() const;
   // The bound port (valid after start()).
   int port() const;
   // "host:port" as bound.

@@ -1,0 +1,45 @@
+#pragma once
+// Starting a process without waiting for its exec. libuv's uv_spawn blocks until the child has
+// exec'd (a close-on-exec pipe), so workers started one after another waited for each other's exec
+// in series; here the parent returns as soon as fork() does, and the children exec side by side.
+// The child, using async-signal-safe calls only: its own session and process group, stdio, signals
+// back to their defaults and unblocked, the working folder, optionally PR_SET_PDEATHSIG(SIGKILL)
+// (and, when the parent is already gone, no exec at all), then execvp. A child that fails writes one
+// SpawnFailure record to `status_fd` (a pipe, close-on-exec, so a successful exec writes nothing)
+// and exits 127 (not found) or 126; the parent reads it when it reaps the child.
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace dtrain::agent {
+
+// Where a child failed: the exec itself, entering its working folder, or the set-up before them.
+enum class SpawnStep : std::int32_t { exec = 0, workdir = 1, setup = 2 };
+
+struct SpawnFailure {
+  std::int32_t pid = 0;
+  std::int32_t err = 0;  // errno
+  SpawnStep step = SpawnStep::exec;
+};
+
+struct SpawnRequest {
+  const char* file = nullptr;    // execvp'd: searched along the PATH of `envp`
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;   // the child's whole environment
+  const char* cwd = nullptr;     // nullptr: the parent's
+  int stdio[3] = {-1, -1, -1};   // what becomes fd 0, 1, 2; -1: /dev/null
+  int status_fd = -1;            // where a SpawnFailure goes (-1: nowhere)
+  bool die_with_parent = false;  // PR_SET_PDEATHSIG(SIGKILL), checked against the parent's pid
+};
+
+// Forks the child and returns its pid at once; -1 with errno set when fork fails.
+pid_t spawn_process(const SpawnRequest& r);
+
+// The same through a short-lived intermediate process that forks the child and exits, so that the
+// child is not ours (it is re-parented to init or to the nearest subreaper above us). Returns the
+// intermediate's pid: reap it (waitpid) before this process becomes a subreaper, or the child is
+// re-parented to us after all. If its fork fails the intermediate writes a SpawnFailure with pid 0.
+// -1 with errno set when the first fork fails.
+pid_t spawn_detached(const SpawnRequest& r);
+
+}  // namespace dtrain::agent
