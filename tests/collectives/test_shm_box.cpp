@@ -3,8 +3,8 @@
 // in the header line, the box itself, one element past it), in place and out of place, give bit for
 // bit the reduction in rank order; thousands of calls of changing sizes between other collectives
 // (the boxes are reused every other call without a sync) stay right; mismatched calls fail on every
-// rank long before the deadline, and a peer that destroys its communicator makes the waiting ranks
-// fail, not hang. A peer killed in the middle of such calls is in test_launch.cpp (real processes).
+// rank long before the deadline, a peer that destroys its communicator makes the waiting ranks
+// fail, not hang, and one that destroys it right after its last call does not fail the others. A peer killed in the middle of such calls is in test_launch.cpp (real processes).
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -189,6 +189,29 @@ TEST_SUITE("collectives::shm_box") {
       CAPTURE(r);
       CHECK_MESSAGE(st[static_cast<std::size_t>(r)] == DTRAIN_ERR_PEER, text[static_cast<std::size_t>(r)]);
       CHECK(text[static_cast<std::size_t>(r)].find("rank 2") != std::string::npos);
+    }
+  }
+  TEST_CASE("peers that destroy their communicators right after their last call: the call completes everywhere") {
+    // A rank that finds a peer gone must still take the contribution the peer left before it went
+    // (more ranks than cores, so that ranks are descheduled between their looks).
+    for (int round = 0; round < 400; ++round) {
+      CAPTURE(round);
+      World w;
+      w.size = 5;
+      auto store = dtrain::rdzv::make_memory_store();
+      std::vector<std::string> errors(5);
+      std::vector<std::thread> ts;
+      for (int r = 0; r < 5; ++r)
+        ts.emplace_back([&, r] {
+          auto c = std::make_unique<Communicator>(config_for(w, r), store);
+          double x = r + 1.0;
+          auto res = status_of([&] { c->allreduce(&x, &x, 1, DTRAIN_FLOAT64, DTRAIN_MIN); });
+          if (res.first != DTRAIN_SUCCESS) errors[static_cast<std::size_t>(r)] = res.second;
+          else if (x != 1.0) errors[static_cast<std::size_t>(r)] = "wrong minimum";
+          c.reset();
+        });
+      for (auto& t : ts) t.join();
+      for (const auto& e : errors) REQUIRE_MESSAGE(e.empty(), e);
     }
   }
 }

@@ -99,7 +99,7 @@ void Engine::box_check_peer(const OpDesc& d, int rank) {
     return j == me_ || box(j, box_calls_)->flag.load(std::memory_order_acquire) == box_calls_;
   };
   check_abort(d);
-  check_peer(d, rank, false);
+  check_peer(d, rank, [&] { return arrived(rank); });
   check_peer_calls(d, [&] { return arrived(rank); });
   if (Clock::now() >= d.deadline) fail_timeout(d, arrived);
 }

@@ -104,7 +104,7 @@ class Engine final : public Transport {
   [[noreturn]] void fail_timeout(const OpDesc& d, const std::function<bool(int)>& arrived);
   void check_abort_and_peers(const OpDesc& d);
   void check_abort(const OpDesc& d);
-  void check_peer(const OpDesc& d, int rank, bool arrived);
+  void check_peer(const OpDesc& d, int rank, const std::function<bool()>& arrived);
   // Throws DTRAIN_ERR_MISMATCH when a peer is in call d.seq with another fingerprint and ready()
   // (whether what this rank waits for has come after all) is still false.
   void check_peer_calls(const OpDesc& d, const std::function<bool()>& ready);

@@ -62,25 +62,29 @@ void Engine::check_abort(const OpDesc& d) {
                                   granks_[static_cast<std::size_t>(who)], hdr_->abort_msg));
 }
 
-// Local rank j destroyed its communicator before it arrived, or its process is gone.
-void Engine::check_peer(const OpDesc& d, int j, bool arrived) {
+// Local rank j destroyed its communicator before it arrived, or its process is gone. arrived() is
+// asked after the peer's state is read: a peer that arrives and then leaves at once (its last call
+// done) has arrived, and what it left here stays readable.
+void Engine::check_peer(const OpDesc& d, int j, const std::function<bool()>& arrived) {
   const auto& c = ctl_[j];
-  if (c.state.load() == 1 && !arrived)
+  const bool destroyed = c.state.load() == 1;
+  const std::int32_t pid = c.pid.load();
+  const bool dead = !destroyed && pid > 0 && pid != static_cast<std::int32_t>(::getpid()) && ::kill(pid, 0) != 0 &&
+                    errno == ESRCH;
+  if ((!destroyed && !dead) || arrived()) return;
+  const auto kind = op_kind_name(static_cast<OpKind>(c.kind.load()));
+  if (destroyed)
     throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: rank {} destroyed its communicator instead of "
                                                  "joining (it had reached {} #{})",
-                                                 d.text(), granks_[me_], granks_[j],
-                                                 op_kind_name(static_cast<OpKind>(c.kind.load())), c.seq.load()));
-  const std::int32_t pid = c.pid.load();
-  if (pid > 0 && pid != static_cast<std::int32_t>(::getpid()) && ::kill(pid, 0) != 0 && errno == ESRCH)
-    throw CollError(DTRAIN_ERR_PEER,
-                    fmt::format("{} on rank {}: rank {} (pid {}) died; it had reached {} #{}", d.text(), granks_[me_],
-                                granks_[j], pid, op_kind_name(static_cast<OpKind>(c.kind.load())), c.seq.load()));
+                                                 d.text(), granks_[me_], granks_[j], kind, c.seq.load()));
+  throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: rank {} (pid {}) died; it had reached {} #{}", d.text(),
+                                               granks_[me_], granks_[j], pid, kind, c.seq.load()));
 }
 
 void Engine::check_abort_and_peers(const OpDesc& d) {
   check_abort(d);
   for (int j = 0; j < n_; ++j)
-    if (j != me_) check_peer(d, j, ctl_[j].epoch.load() >= epoch_);
+    if (j != me_) check_peer(d, j, [&] { return ctl_[j].epoch.load() >= epoch_; });
   check_peer_calls(d, [&] {
     for (int j = 0; j < n_; ++j)
       if (ctl_[j].epoch.load(std::memory_order_acquire) < epoch_) return false;
