@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtrain/config/errors.hpp"
+#include "dtrain/config/spec.hpp"
 
 namespace dtrain::config::detail {
 
@@ -13,5 +14,28 @@ namespace dtrain::config::detail {
 std::string show(const nlohmann::json& value);
 // "a string", "an array", ... for "is a string; expected ...".
 std::string kind(const nlohmann::json& value);
+
+// The problems of one spec, each under its JSON pointer (or flag), saying when --set made the value.
+struct Collector {
+  std::vector<SpecProblem> problems;
+  std::vector<std::string> set_paths;  // pointers edited by --set, so messages can say so
+
+  void add(const std::string& path, std::string message) {
+    for (const auto& s : set_paths) {
+      if (path == s || path.rfind(s + "/", 0) == 0 || s.rfind(path + "/", 0) == 0) {
+        message += " (from --set " + s + ")";
+        break;
+      }
+    }
+    problems.push_back({path, std::move(message)});
+  }
+};
+
+// Checks that span several fields (spec_checks.cpp).
+void check_combinations(const nlohmann::json& doc, const JobSpec& spec, Collector& c);
+// The command line's overrides (torchrun's flags) applied to the spec, each checked.
+void apply_flags(JobSpec& spec, const Overrides& o, Collector& c);
+// The etcd backend's fields, once the flags are in (--rdzv-backend, --rdzv-endpoint).
+void check_etcd(const JobSpec& spec, Collector& c);
 
 }  // namespace dtrain::config::detail
