@@ -35,16 +35,22 @@ stage() {
   times+=$(printf '%-8s %4d s' "$name" $((SECONDS - t0)))$'\n'
 }
 
-release() { cmake --preset release && cmake --build --preset release && ctest --preset release; }
+# Line tables only (-g1), not full debug info: enough for the sanitizers' and gdb's backtraces, and
+# the builds take about a quarter less CPU (-g's variable tracking at -O2). A tree configured here
+# keeps these flags in its cache; `cmake --preset release --fresh` gives the preset's own again.
+g1=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+    -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1)
+
+release() { cmake --preset release "${g1[@]}" && cmake --build --preset release && ctest --preset release; }
 # Tests labelled "build" check the install tree and builds of user projects against it: they run in
 # the release stage (a consumer built without the sanitizer cannot link an instrumented library).
-asan() { cmake --preset asan && cmake --build --preset asan && ctest --preset asan -LE '^build$'; }
+asan() { cmake --preset asan "${g1[@]}" && cmake --build --preset asan && ctest --preset asan -LE '^build$'; }
 tsan() {
-  cmake --preset tsan && cmake --build --preset tsan --target "${tsan_targets[@]}" &&
+  cmake --preset tsan "${g1[@]}" && cmake --build --preset tsan --target "${tsan_targets[@]}" &&
     ctest --preset tsan -R "$tsan_regex" &&
     build/tsan/tests/collectives/test_collectives_comm --test-case='shared memory*'
 }
-fuzz() { cmake --preset fuzz && cmake --build --preset fuzz && bash scripts/fuzz.sh build/fuzz "$fuzz_seconds"; }
+fuzz() { cmake --preset fuzz "${g1[@]}" && cmake --build --preset fuzz && bash scripts/fuzz.sh build/fuzz "$fuzz_seconds"; }
 
 t_all=$SECONDS
 for s in $stages; do stage "$s" "$s"; done
