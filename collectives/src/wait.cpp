@@ -10,14 +10,6 @@
 namespace dtrain::coll {
 namespace {
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 std::uint32_t* raw(const std::atomic<std::uint32_t>& word) {
   static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
   return const_cast<std::uint32_t*>(reinterpret_cast<const std::uint32_t*>(&word));

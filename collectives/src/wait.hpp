@@ -8,6 +8,15 @@
 
 namespace dtrain::coll {
 
+// The CPU's spin-wait hint (pause on x86, yield on arm64): one step of a busy wait.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 // Spins up to spin_us microseconds until word != old. Returns true when it changed.
 bool spin_until_changed(const std::atomic<std::uint32_t>& word, std::uint32_t old, int spin_us);
 // Sleeps until word != old, a wake, or `slice` passes (whichever first). Announces itself in sleepers.

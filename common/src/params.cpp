@@ -10,7 +10,7 @@ namespace {
 
 // Keep sorted by name. Every entry must appear in the man pages (tests/docs checks it).
 constexpr Param kParams[] = {
-    {"DTRAIN_COLL_SPIN_US", "50", "microseconds a waiting rank first spins before it sleeps (futex); grows up to 20x while peers arrive within it"},
+    {"DTRAIN_COLL_SPIN_US", "50", "microseconds a waiting rank first spins before it sleeps (futex, poll); in shared memory grows up to 20x while peers arrive within it"},
     {"DTRAIN_COLL_TIMEOUT_S", "300", "deadline of one collective call, in seconds"},
     {"DTRAIN_CUDA_DEVICE", "", "CUDA device of the NCCL communicator (default: the current one if set, else LOCAL_RANK mod visible devices)"},
     {"DTRAIN_ETCD_PLUGIN", "", "path of libdtrain_etcd.so, the etcd rendezvous backend (default: next to the dtrain binary or library, then the loader's path)"},

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/system.hpp"
 #include "hier/hier_engine.hpp"
 #include "self/self_engine.hpp"
 #include "shm/shm_engine.hpp"
@@ -42,6 +43,8 @@ tcp::Options tcp_options(const TransportOptions& o) {
   t.timeout = o.timeout;
   t.chunk_bytes = o.tcp_chunk_bytes;
   t.advertise_host = tcp::resolve_advertise_host(o.advertise, o.store);
+  // Spinning pays while this host's ranks have a CPU each (as the shm engine's waits).
+  t.spin_us = static_cast<int>(o.node.size()) > sys::usable_cpus() ? 0 : o.spin_us;
   return t;
 }
 

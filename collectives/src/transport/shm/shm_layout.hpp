@@ -6,6 +6,7 @@
 
 #include <sched.h>
 
+#include "../../wait.hpp"
 #include "shm_engine.hpp"
 
 namespace dtrain::coll::shm {
@@ -109,13 +110,8 @@ bool Engine::spin(Ready&& ready) {
         if (!oversubscribed_) spin_budget_us_ = std::min(spin_budget_us_ * 2, kSpinGrowth * spin_us_);
         return true;
       }
-      if (yielding) {
-        ::sched_yield();
-      } else {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      }
+      if (yielding) ::sched_yield();
+      else cpu_relax();
     }
     const auto now = Clock::now();
     if (now >= spin_until) return false;

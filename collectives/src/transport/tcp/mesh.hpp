@@ -34,6 +34,7 @@ struct Options {
   std::string advertise_host;      // address to listen on and advertise
   std::chrono::milliseconds timeout{300000};
   std::size_t chunk_bytes = 1 << 20;
+  int spin_us = 0;                 // poll() without sleeping this long first (0: sleep at once)
 };
 
 // The address a rank listens on when none is configured: DTRAIN_SOCKET_ADDR, DTRAIN_LOCAL_ADDR, the
@@ -137,6 +138,7 @@ class Mesh {
   bool recv_some(const OpDesc& d, Xfer& x);
   void check_header(const OpDesc& d, const Xfer& x) const;
   void wait_for(const OpDesc& d, const Xfer& x);
+  bool spin_ready(struct pollfd* pfd, int n) const;
   [[noreturn]] void peer_failed(const std::string& call, int peer, const std::string& what);
   [[noreturn]] void fail_timeout(const OpDesc& d, int to, int from);
   // point-to-point (mesh_p2p.cpp)
@@ -155,6 +157,7 @@ class Mesh {
   std::string prefix_;
   std::chrono::milliseconds timeout_;
   std::size_t chunk_bytes_;
+  int spin_us_;
   int listen_fd_ = -1;
   rdzv::Bytes secret_;  // the communicator's, from the store (handshake::kSecretBytes)
   std::vector<Pair> pairs_;

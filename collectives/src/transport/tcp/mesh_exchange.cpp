@@ -1,10 +1,10 @@
 // TCP mesh exchange: the send and the receive of one step advance together on non-blocking sockets
-// (sendmsg of header + payload, recv of header then payload), polling both when neither moves, until
-// both are done or the call's deadline passes; stream() runs many such steps with one pair of peers
-// pipelined (a send goes as soon as what it depends on has arrived, while receives go on). A
-// point-to-point frame met on the way (the peer sent it before entering this collective) is read
-// whole into the peer's inbox (mesh_p2p.cpp takes it from there) and the receive goes on with the
-// next header. Failures: a broken or closed connection reports the
+// (sendmsg of header + payload, recv of header then payload), polling both when neither moves
+// (without sleeping for the first spin_us_), until both are done or the call's deadline passes; stream() runs
+// many such steps with one pair of peers pipelined (a send goes as soon as what it depends on has
+// arrived, while receives go on). A point-to-point frame met on the way (the peer sent it before
+// entering this collective) is read whole into the peer's inbox (mesh_p2p.cpp takes it from there)
+// and the receive goes on with the next header. Failures: a broken or closed connection reports the
 // root cause the peer recorded in the store (its status and message) when there is one; a timeout
 // asks every rank through the store where it is and names who never reached the call.
 #include <poll.h>
@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "../../wait.hpp"
 #include "mesh.hpp"
 
 namespace dtrain::coll::tcp {
@@ -79,7 +80,21 @@ void Mesh::wait_for(const OpDesc& d, const Xfer& x) {
   if (!x.send_done) pfd[n++] = {x.sfd, POLLOUT, 0};
   if (!x.recv_done) pfd[n++] = {x.rfd, POLLIN, 0};
   if (Clock::now() >= d.deadline) fail_timeout(d, x.send_done ? -1 : x.to, x.recv_done ? -1 : x.from);
+  if (spin_ready(pfd, n)) return;
   ::poll(pfd, static_cast<nfds_t>(n), ms_left(d.deadline));
+}
+
+// Polls without sleeping for up to spin_us_: true as soon as one of the sockets is ready. A peer on
+// this host usually answers within microseconds, sooner than a rank sleeping in poll() wakes up;
+// poll() rather than retrying recv(), which would contend for the socket's lock with the delivery.
+bool Mesh::spin_ready(pollfd* pfd, int n) const {
+  if (spin_us_ == 0) return false;
+  const auto until = Clock::now() + std::chrono::microseconds(spin_us_);
+  do {
+    if (::poll(pfd, static_cast<nfds_t>(n), 0) > 0) return true;
+    cpu_relax();
+  } while (Clock::now() < until);
+  return false;
 }
 
 void Mesh::stream(const OpDesc& d, int to, int from, const std::vector<Segment>& segs, std::size_t lead,

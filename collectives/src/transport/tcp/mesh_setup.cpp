@@ -111,6 +111,7 @@ Mesh::Mesh(const Options& o)
       prefix_(o.key_prefix),
       timeout_(o.timeout),
       chunk_bytes_(std::max<std::size_t>(o.chunk_bytes, 4096)),
+      spin_us_(std::max(o.spin_us, 0)),
       pairs_(o.members.size()),
       inbox_(o.members.size()) {
   DTRAIN_CHECK(rank_ >= 0 && rank_ < size(), "rank {} of {}", rank_, size());
