@@ -1,12 +1,14 @@
 #pragma once
 // Starting a process without waiting for its exec. libuv's uv_spawn blocks until the child has
 // exec'd (a close-on-exec pipe), so workers started one after another waited for each other's exec
-// in series; here the parent returns as soon as fork() does, and the children exec side by side.
-// The child, using async-signal-safe calls only: its own session and process group, stdio, signals
+// in series; here the parent resumes as soon as the child has started its exec (CLONE_VFORK: the
+// kernel has taken the new program, which then loads on its own), and the children's programs load
+// side by side. The child, in raw system calls: its own session and process group, stdio, signals
 // back to their defaults and unblocked, the working folder, optionally PR_SET_PDEATHSIG(SIGKILL)
-// (and, when the parent is already gone, no exec at all), then execvp. A child that fails writes one
-// SpawnFailure record to `status_fd` (a pipe, close-on-exec, so a successful exec writes nothing)
-// and exits 127 (not found) or 126; the parent reads it when it reaps the child.
+// (and, when the parent is already gone, no exec at all), then the exec, found as execvp finds it
+// along the PATH of its own environment. A child that fails writes one SpawnFailure record to
+// `status_fd` (a pipe, close-on-exec, so a successful exec writes nothing) and exits 127 (not found)
+// or 126; the parent reads it when it reaps the child.
 #include <sys/types.h>
 
 #include <cstdint>
@@ -32,7 +34,7 @@ struct SpawnRequest {
   bool die_with_parent = false;  // PR_SET_PDEATHSIG(SIGKILL), checked against the parent's pid
 };
 
-// Forks the child and returns its pid at once; -1 with errno set when fork fails.
+// Starts the child and returns its pid; -1 with errno set when it cannot be made.
 pid_t spawn_process(const SpawnRequest& r);
 
 // The same through a short-lived intermediate process that forks the child and exits, so that the

@@ -1,6 +1,7 @@
 // Starting a process without waiting for its exec (agent/src/spawn.cpp): what the child gets (its
-// own session, stdio, env, workdir, default signals), how a failure is reported, PR_SET_PDEATHSIG,
-// and a detached start that leaves the process nobody's child here.
+// own session, stdio, env, workdir, default signals), the command found as execvp finds it, how a
+// failure is reported, PR_SET_PDEATHSIG, and a detached start that leaves the process nobody's
+// child here.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -32,12 +33,11 @@ struct Spawned {
   std::vector<SpawnFailure> failures;
 };
 
-Spawned run_sh(const std::string& script, std::vector<std::string> env, const char* cwd = nullptr,
-               const char* file = "/bin/sh") {
+// `file` run with `argv`, env `env`, stdout into a pipe.
+Spawned run(const char* file, std::vector<std::string> argv, std::vector<std::string> env, const char* cwd = nullptr) {
   int out[2], status[2];
   REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
   REQUIRE(::pipe2(status, O_CLOEXEC) == 0);
-  std::vector<std::string> argv{file, "-c", script};
   std::vector<char*> args, envp;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -63,6 +63,11 @@ Spawned run_sh(const std::string& script, std::vector<std::string> env, const ch
   ::close(out[0]);
   ::close(status[0]);
   return s;
+}
+
+Spawned run_sh(const std::string& script, std::vector<std::string> env, const char* cwd = nullptr,
+               const char* file = "/bin/sh") {
+  return run(file, {file, "-c", script}, std::move(env), cwd);
 }
 
 }  // namespace
@@ -131,6 +136,40 @@ TEST_SUITE("agent::spawn") {
     write_file(t.path / "dtrain-spawn-test-tool", "#!/bin/sh\necho tool ran\n", true);
     auto s = run_sh("", {"PATH=" + t.path.string() + ":/usr/bin:/bin"}, nullptr, "dtrain-spawn-test-tool");
     CHECK(s.out == "tool ran\n");
+    CHECK(s.failures.empty());
+  }
+
+  TEST_CASE("as execvp: a program without #! runs through /bin/sh with its arguments, however many") {
+    TempDir t;
+    write_file(t.path / "dtrain-spawn-test-script", "echo \"$# $1 ${9999}\"\n", true);
+    std::vector<std::string> argv{"dtrain-spawn-test-script"};
+    for (int i = 1; i <= 9999; ++i) argv.push_back("a" + std::to_string(i));
+    auto s = run("dtrain-spawn-test-script", argv, {"PATH=/nonexistent:" + t.path.string()});
+    CHECK(s.out == "9999 a1 a9999\n");
+    CHECK(s.failures.empty());
+  }
+
+  TEST_CASE("as execvp: the first executable match along PATH wins; only unexecutable ones: EACCES") {
+    TempDir t;
+    fs::create_directories(t.path / "a");
+    fs::create_directories(t.path / "b");
+    write_file(t.path / "a" / "dtrain-spawn-test-tool", "#!/bin/sh\necho a\n", false);
+    write_file(t.path / "b" / "dtrain-spawn-test-tool", "#!/bin/sh\necho b\n", true);
+    const std::string a = (t.path / "a").string(), b = (t.path / "b").string();
+    auto s = run("dtrain-spawn-test-tool", {"dtrain-spawn-test-tool"}, {"PATH=" + a + "::" + b});
+    CHECK(s.out == "b\n");
+    CHECK(s.failures.empty());
+    s = run("dtrain-spawn-test-tool", {"dtrain-spawn-test-tool"}, {"PATH=" + a + ":/nonexistent"});
+    REQUIRE(WIFEXITED(s.status));
+    CHECK(WEXITSTATUS(s.status) == 126);
+    REQUIRE(s.failures.size() == 1);
+    CHECK(s.failures[0].err == EACCES);
+    CHECK(s.failures[0].step == SpawnStep::exec);
+  }
+
+  TEST_CASE("as execvp: without PATH in the child's environment, /bin:/usr/bin") {
+    auto s = run("sh", {"sh", "-c", "echo ran"}, {"V=1"});
+    CHECK(s.out == "ran\n");
     CHECK(s.failures.empty());
   }
 
