@@ -6,8 +6,9 @@
 // each worker's start cost about as much as its exec), and this thread resumes once the child has
 // exec'd or given up, while the exec'd programs load side by side. Living in the parent's memory,
 // the child may only make system calls (raw ones: libc's wrappers and the sanitizers' interceptors
-// keep state of their own) and write to its own stack; everything it needs is prepared here first.
-// spawn_detached() forks, as its intermediate must fork again.
+// keep state of their own) and write to its own stack; everything it needs is prepared here first
+// (in a Child, which only spawn_detached's intermediate writes to: its own pid).
+// spawn_detached() does the same twice: its intermediate starts the child the same way and exits.
 #include "spawn.hpp"
 
 #include <fcntl.h>
@@ -59,6 +60,7 @@ struct Child {
   const char* path;       // the PATH in r.envp (nullptr: none)
   const char** sh_argv;   // room for argc + 2 pointers: the argv of a run through /bin/sh
   int argc;
+  void* stacks;           // where the clones' stacks are (spawn_detached's child: the second)
 };
 
 [[noreturn]] DTRAIN_CHILD_CODE void fail(int status_fd, SpawnStep step, long err) {
@@ -167,44 +169,52 @@ const char* path_of(char* const* envp) {
   return nullptr;
 }
 
-}  // namespace
+// The child's stack: its frames and a PATH_MAX name.
+constexpr std::size_t kStack = 64 << 10;
 
-pid_t spawn_process(const SpawnRequest& r) {
+// Runs fn(arg) in a CLONE_VM | CLONE_VFORK child on a stack of `stack` (kStack bytes): returns its
+// pid once it has exec'd or exited; -errno.
+DTRAIN_CHILD_CODE long clone_vfork(int (*fn)(void*), void* stack, void* arg) {
+  pid_t pid = ::clone(fn, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+  return pid < 0 ? -errno : pid;
+}
+
+// The intermediate of spawn_detached: starts the child, so that it is re-parented once this exits.
+DTRAIN_CHILD_CODE int intermediate_main(void* arg) {
+  Child& c = *static_cast<Child*>(arg);
+  c.parent = static_cast<pid_t>(sys(SYS_getpid));
+  long pid = clone_vfork(child_main, static_cast<char*>(c.stacks) + kStack, &c);
+  if (pid < 0 && c.r.status_fd >= 0) {
+    SpawnFailure f{0, static_cast<std::int32_t>(-pid), SpawnStep::setup};
+    sys(SYS_write, c.r.status_fd, &f, sizeof f);
+  }
+  sys(SYS_exit_group, pid < 0 ? 1 : 0);
+  __builtin_unreachable();
+}
+
+// Prepares the Child of r and runs fn in a CLONE_VM | CLONE_VFORK child with `stacks` stacks.
+pid_t start(const SpawnRequest& r, int (*fn)(void*), int stacks) {
   int argc = 0;
   while (r.argv[argc] != nullptr) ++argc;
   std::vector<const char*> sh_argv(static_cast<std::size_t>(argc) + 2);
-  Child c{r, ::getpid(), path_of(r.envp), sh_argv.data(), argc};
-  constexpr std::size_t kStack = 64 << 10;  // the child's frames and a PATH_MAX name
-  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return -1;
-  pid_t pid;
+  const std::size_t bytes = kStack * static_cast<std::size_t>(stacks);
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (mem == MAP_FAILED) return -1;
+  Child c{r, ::getpid(), path_of(r.envp), sh_argv.data(), argc, mem};
+  long pid;
   {
     SignalsBlocked blocked;
-    pid = ::clone(child_main, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+    pid = clone_vfork(fn, mem, &c);
   }
-  int err = errno;
-  ::munmap(stack, kStack);
-  errno = err;
-  return pid;
+  ::munmap(mem, bytes);
+  if (pid < 0) errno = static_cast<int>(-pid);
+  return pid < 0 ? -1 : static_cast<pid_t>(pid);
 }
 
-pid_t spawn_detached(const SpawnRequest& r) {
-  int argc = 0;
-  while (r.argv[argc] != nullptr) ++argc;
-  std::vector<const char*> sh_argv(static_cast<std::size_t>(argc) + 2);
-  Child c{r, 0, path_of(r.envp), sh_argv.data(), argc};
-  SignalsBlocked blocked;
-  pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  c.parent = ::getpid();
-  pid = ::fork();
-  if (pid == 0) child_main(&c);
-  if (pid < 0 && r.status_fd >= 0) {
-    SpawnFailure f{0, errno, SpawnStep::setup};
-    ssize_t n = ::write(r.status_fd, &f, sizeof f);
-    (void)n;
-  }
-  ::_exit(pid < 0 ? 1 : 0);
-}
+}  // namespace
+
+pid_t spawn_process(const SpawnRequest& r) { return start(r, child_main, 1); }
+
+pid_t spawn_detached(const SpawnRequest& r) { return start(r, intermediate_main, 2); }
 
 }  // namespace dtrain::agent

@@ -37,11 +37,11 @@ struct SpawnRequest {
 // Starts the child and returns its pid; -1 with errno set when it cannot be made.
 pid_t spawn_process(const SpawnRequest& r);
 
-// The same through a short-lived intermediate process that forks the child and exits, so that the
+// The same through a short-lived intermediate process that starts the child and exits, so that the
 // child is not ours (it is re-parented to init or to the nearest subreaper above us). Returns the
 // intermediate's pid: reap it (waitpid) before this process becomes a subreaper, or the child is
-// re-parented to us after all. If its fork fails the intermediate writes a SpawnFailure with pid 0.
-// -1 with errno set when the first fork fails.
+// re-parented to us after all. If it cannot start the child the intermediate writes a SpawnFailure
+// with pid 0. -1 with errno set when the intermediate cannot be made.
 pid_t spawn_detached(const SpawnRequest& r);
 
 }  // namespace dtrain::agent
