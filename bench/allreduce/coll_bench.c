@@ -4,8 +4,9 @@
  *   coll_bench [--op allreduce|broadcast|allgather|reduce_scatter|all] [--sizes 8,1K,64K,1M,16M,64M]
  *              [--warmup N] [--iters N] [--check 0|1] [--buffers N] [--memcpy]
  *
- * float32 sum. Per size: warm-up calls, then timed iterations (default: 2000 up to 64 KiB, 200 up
- * to 1 MiB, 20 above, as the Open MPI probe in the comparison), the slowest rank's mean time, then
+ * float32 sum. Per size: warm-up calls (default: a tenth of the timed ones, at least 5), then timed
+ * iterations (default: 2000 up to 64 KiB, 200 up to 1 MiB, 20 above; warm-up and iterations as the
+ * Open MPI probe in the comparison), the slowest rank's mean time, then
  * a checked call. Buffers rotate (enough of them to exceed 256 MiB per rank at large sizes, so the
  * caches do not flatter large messages); --buffers 1 reuses one send and one receive buffer, as the
  * Open MPI probe does, for a like-for-like comparison. algbw = bytes / time; busbw = algbw x 2(n-1)/n for
@@ -60,7 +61,7 @@ static const char* kOpNames[OP_COUNT] = {"allreduce", "broadcast", "allgather", 
 int main(int argc, char** argv) {
   const char* sizes_arg = "8,1K,64K,1M,16M,64M";
   int ops[OP_COUNT] = {1, 0, 0, 0};
-  int warmup = 5, iters_override = 0, check = 1, buffers = 0;
+  int warmup = -1, iters_override = 0, check = 1, buffers = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--memcpy")) return memcpy_bw();
     if (!strcmp(argv[i], "--op") && i + 1 < argc) {
@@ -138,7 +139,8 @@ int main(int argc, char** argv) {
    : k == OP_BROADCAST ? dtrain_broadcast(comm, sb[b], rb[b], count, DTRAIN_FLOAT32, 0, NULL)             \
    : k == OP_ALLGATHER ? dtrain_allgather(comm, sb[b], rb[b], count, DTRAIN_FLOAT32, NULL)                \
                        : dtrain_reduce_scatter(comm, sb[b], rb[b], count, DTRAIN_FLOAT32, DTRAIN_SUM, NULL))
-      for (int w = 0; w < warmup && st == DTRAIN_SUCCESS; ++w) st = RUN(w % nbuf);
+      const int warm = warmup >= 0 ? warmup : (iters / 10 > 5 ? iters / 10 : 5);
+      for (int w = 0; w < warm && st == DTRAIN_SUCCESS; ++w) st = RUN(w % nbuf);
       if (st == DTRAIN_SUCCESS) st = dtrain_barrier(comm);
       double t0 = now_s();
       for (int it = 0; it < iters && st == DTRAIN_SUCCESS; ++it) st = RUN(it % nbuf);

@@ -3,8 +3,9 @@
  *
  *   mpirun -np 2 mpi_allreduce [--sizes 8,1K,64K,1M,16M,64M]
  *
- * float32 sum, one send and one receive buffer (as the anchor probe), 5 warm-up calls, a barrier,
- * then 2000 (up to 64 KiB), 200 (up to 1 MiB) or 20 timed calls; the slowest rank's mean time; then
+ * float32 sum, one send and one receive buffer (as the anchor probe), warm-up calls (a tenth of the
+ * timed ones, at least 5), a barrier, then 2000 (up to 64 KiB), 200 (up to 1 MiB) or 20 timed calls;
+ * the slowest rank's mean time; then
  * every element of a fresh call checked. Rank 0 prints coll_bench's columns: op, size, count, type,
  * redop, iters, time_us, algbw_GBs, busbw_GBs, #wrong. */
 #include <mpi.h>
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
     memset(b, 0, cnt * sizeof(float));
     const size_t bytes = cnt * sizeof(float);
     int iters = bytes <= 65536 ? 2000 : (bytes <= (1u << 20) ? 200 : 20);
-    for (int w = 0; w < 5; w++) MPI_Allreduce(a, b, (int)cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    const int warm = iters / 10 > 5 ? iters / 10 : 5;
+    for (int w = 0; w < warm; w++) MPI_Allreduce(a, b, (int)cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int it = 0; it < iters; it++) MPI_Allreduce(a, b, (int)cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

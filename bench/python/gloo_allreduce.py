@@ -7,8 +7,8 @@ GLOO_SOCKET_IFNAME=lo for loopback):
 
     gloo_allreduce.py [--sizes 8,64M]
 
-float32 sum of a torch tensor, in place (gloo's only form). Per size: 5 warm-up calls, a barrier,
-then 2000 (up to 64 KiB), 200 (up to 1 MiB) or 20 timed calls, the slowest rank's mean time, then a
+float32 sum of a torch tensor, in place (gloo's only form). Per size: warm-up calls (a tenth of the
+timed ones, at least 5), a barrier, then 2000 (up to 64 KiB), 200 (up to 1 MiB) or 20 timed calls, the slowest rank's mean time, then a
 checked call on fresh data. Rank 0 prints coll_bench's columns.
 """
 
@@ -37,7 +37,7 @@ def main():
         pattern = (rank + torch.arange(count) % 7).to(torch.float32)
         buf = pattern.clone()
         iters = 2000 if count * 4 <= 65536 else 200 if count * 4 <= 1 << 20 else 20
-        for _ in range(5):
+        for _ in range(max(iters // 10, 5)):
             dist.all_reduce(buf)
         dist.barrier()
         t0 = time.perf_counter()
