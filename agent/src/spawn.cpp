@@ -11,6 +11,7 @@
 // spawn_detached() does the same twice: its intermediate starts the child the same way and exits.
 #include "spawn.hpp"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
@@ -53,6 +54,8 @@ DTRAIN_CHILD_CODE long sys(long nr, A... a) {
 
 constexpr long kKernelSigsetBytes = 8;  // the kernel's sigset_t (64 signals), not glibc's
 
+using CloneFn = int (*)(int (*)(void*), void*, int, void*, ...);
+
 // What the child gets, prepared in the parent.
 struct Child {
   SpawnRequest r;
@@ -61,6 +64,7 @@ struct Child {
   const char** sh_argv;   // room for argc + 2 pointers: the argv of a run through /bin/sh
   int argc;
   void* stacks;           // where the clones' stacks are (spawn_detached's child: the second)
+  CloneFn clone;          // libc's
 };
 
 [[noreturn]] DTRAIN_CHILD_CODE void fail(int status_fd, SpawnStep step, long err) {
@@ -172,10 +176,22 @@ const char* path_of(char* const* envp) {
 // The child's stack: its frames and a PATH_MAX name.
 constexpr std::size_t kStack = 64 << 10;
 
-// Runs fn(arg) in a CLONE_VM | CLONE_VFORK child on a stack of `stack` (kStack bytes): returns its
+// libc's clone() itself, past any interposer: ThreadSanitizer's takes a CLONE_VFORK child for a
+// fork and resets its own state in it, which a CLONE_VM child shares with this process.
+CloneFn libc_clone() {
+  static const CloneFn fn = [] {
+    CloneFn found = &::clone;
+    void* libc = ::dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    if (void* sym = libc ? ::dlsym(libc, "clone") : nullptr) std::memcpy(&found, &sym, sizeof found);
+    return found;
+  }();
+  return fn;
+}
+
+// Runs fn(c) in a CLONE_VM | CLONE_VFORK child on a stack of `stack` (kStack bytes): returns its
 // pid once it has exec'd or exited; -errno.
-DTRAIN_CHILD_CODE long clone_vfork(int (*fn)(void*), void* stack, void* arg) {
-  pid_t pid = ::clone(fn, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+DTRAIN_CHILD_CODE long clone_vfork(int (*fn)(void*), void* stack, Child& c) {
+  pid_t pid = c.clone(fn, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
   return pid < 0 ? -errno : pid;
 }
 
@@ -183,7 +199,7 @@ DTRAIN_CHILD_CODE long clone_vfork(int (*fn)(void*), void* stack, void* arg) {
 DTRAIN_CHILD_CODE int intermediate_main(void* arg) {
   Child& c = *static_cast<Child*>(arg);
   c.parent = static_cast<pid_t>(sys(SYS_getpid));
-  long pid = clone_vfork(child_main, static_cast<char*>(c.stacks) + kStack, &c);
+  long pid = clone_vfork(child_main, static_cast<char*>(c.stacks) + kStack, c);
   if (pid < 0 && c.r.status_fd >= 0) {
     SpawnFailure f{0, static_cast<std::int32_t>(-pid), SpawnStep::setup};
     sys(SYS_write, c.r.status_fd, &f, sizeof f);
@@ -200,11 +216,11 @@ pid_t start(const SpawnRequest& r, int (*fn)(void*), int stacks) {
   const std::size_t bytes = kStack * static_cast<std::size_t>(stacks);
   void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (mem == MAP_FAILED) return -1;
-  Child c{r, ::getpid(), path_of(r.envp), sh_argv.data(), argc, mem};
+  Child c{r, ::getpid(), path_of(r.envp), sh_argv.data(), argc, mem, libc_clone()};
   long pid;
   {
     SignalsBlocked blocked;
-    pid = clone_vfork(fn, mem, &c);
+    pid = clone_vfork(fn, mem, c);
   }
   ::munmap(mem, bytes);
   if (pid < 0) errno = static_cast<int>(-pid);
