@@ -2,8 +2,8 @@
 # The CI test run, after scripts/install-deps.sh, in stages: the release build and the whole test
 # suite ("release"); the whole suite again under ASan + UBSan ("asan"); the threaded tests
 # (collectives ranks as threads, the rendezvous server and its clients) under TSan ("tsan"); and
-# each libFuzzer target for a bounded time ("fuzz"). From scratch on 2 cores, about 11 minutes for
-# release and an estimated 25 more for the other three.
+# each libFuzzer target for a bounded time ("fuzz"). From scratch on 2 cores about 37 minutes:
+# release 12, asan 16, tsan 6, fuzz 3 (a fresh clone, 2026-12-04).
 # Any failure, sanitizer report, leak or fuzzer finding fails the run. Each stage's wall time is
 # printed at the end.
 #   DTRAIN_CI_FUZZ_SECONDS  seconds per fuzz target (default 45)
