@@ -1,8 +1,8 @@
 // TCP mesh exchange: the send and the receive of one step advance together on non-blocking sockets
 // (sendmsg of header + payload, recv of header then payload), polling both when neither moves
-// (without sleeping for the first spin_us_), until both are done or the call's deadline passes; stream() runs
-// many such steps with one pair of peers pipelined (a send goes as soon as what it depends on has
-// arrived, while receives go on). A point-to-point frame met on the way (the peer sent it before
+// (without sleeping for the first spin_us_), until both are done or the call's deadline passes;
+// stream() runs many such steps with one pair of peers pipelined (a send goes as soon as what it
+// depends on has arrived, while receives go on). A point-to-point frame met on the way (the peer sent it before
 // entering this collective) is read whole into the peer's inbox (mesh_p2p.cpp takes it from there)
 // and the receive goes on with the next header. Failures: a broken or closed connection reports the
 // root cause the peer recorded in the store (its status and message) when there is one; a timeout
