@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "dtrain/common/exit_codes.h"
+#include "dtrain/common/system.hpp"
 
 namespace dtrain::agent {
 
@@ -146,27 +147,7 @@ DTRAIN_CHILD_CODE int child_main(void* arg) {
 
 // ---- in the parent ------------------------------------------------------------------------
 
-// Every signal blocked while the child is made: it must not run the parent's handlers (libuv's
-// would write into the parent's signal pipe) before it has put them back to their defaults.
-class SignalsBlocked {
- public:
-  SignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &old_);
-  }
-  ~SignalsBlocked() {
-    int err = errno;
-    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    errno = err;
-  }
-  SignalsBlocked(const SignalsBlocked&) = delete;
-  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
-
- private:
-  sigset_t old_;
-};
-
+// The value of PATH in an environment (nullptr: none).
 const char* path_of(char* const* envp) {
   for (; envp && *envp; ++envp)
     if (std::strncmp(*envp, "PATH=", 5) == 0) return *envp + 5;
@@ -219,7 +200,9 @@ pid_t start(const SpawnRequest& r, int (*fn)(void*), int stacks) {
   Child c{r, ::getpid(), path_of(r.envp), sh_argv.data(), argc, mem, libc_clone()};
   long pid;
   {
-    SignalsBlocked blocked;
+    // The child must not run the parent's handlers (libuv's would write into the parent's signal
+    // pipe) before it has put them back to their defaults.
+    sys::AllSignalsBlocked blocked;
     pid = clone_vfork(fn, mem, c);
   }
   ::munmap(mem, bytes);

@@ -6,10 +6,10 @@
  *
  * float32 sum. Per size: warm-up calls (default: a tenth of the timed ones, at least 5), then timed
  * iterations (default: 2000 up to 64 KiB, 200 up to 1 MiB, 20 above; warm-up and iterations as the
- * Open MPI probe in the comparison), the slowest rank's mean time, then
- * a checked call. Buffers rotate (enough of them to exceed 256 MiB per rank at large sizes, so the
- * caches do not flatter large messages); --buffers 1 reuses one send and one receive buffer, as the
- * Open MPI probe does, for a like-for-like comparison. algbw = bytes / time; busbw = algbw x 2(n-1)/n for
+ * Open MPI probe in the comparison), the slowest rank's mean time, then a checked call. Buffers
+ * rotate (enough of them to exceed 256 MiB per rank at large sizes, so the caches do not flatter
+ * large messages); --buffers 1 reuses one send and one receive buffer, as the Open MPI probe does,
+ * for a like-for-like comparison. algbw = bytes / time; busbw = algbw x 2(n-1)/n for
  * allreduce, (n-1)/n for allgather/reduce_scatter (bytes = the full buffer), 1 for broadcast.
  * --memcpy prints this machine's single-core memcpy bandwidth (the ceiling) and exits. */
 #include <dtrain/collectives.h>

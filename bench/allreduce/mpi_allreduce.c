@@ -5,9 +5,8 @@
  *
  * float32 sum, one send and one receive buffer (as the anchor probe), warm-up calls (a tenth of the
  * timed ones, at least 5), a barrier, then 2000 (up to 64 KiB), 200 (up to 1 MiB) or 20 timed calls;
- * the slowest rank's mean time; then
- * every element of a fresh call checked. Rank 0 prints coll_bench's columns: op, size, count, type,
- * redop, iters, time_us, algbw_GBs, busbw_GBs, #wrong. */
+ * the slowest rank's mean time; then every element of a fresh call checked. Rank 0 prints
+ * coll_bench's columns: op, size, count, type, redop, iters, time_us, algbw_GBs, busbw_GBs, #wrong. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

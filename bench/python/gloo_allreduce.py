@@ -8,8 +8,8 @@ GLOO_SOCKET_IFNAME=lo for loopback):
     gloo_allreduce.py [--sizes 8,64M]
 
 float32 sum of a torch tensor, in place (gloo's only form). Per size: warm-up calls (a tenth of the
-timed ones, at least 5), a barrier, then 2000 (up to 64 KiB), 200 (up to 1 MiB) or 20 timed calls, the slowest rank's mean time, then a
-checked call on fresh data. Rank 0 prints coll_bench's columns.
+timed ones, at least 5), a barrier, then 2000 (up to 64 KiB), 200 (up to 1 MiB) or 20 timed calls,
+the slowest rank's mean time, then a checked call on fresh data. Rank 0 prints coll_bench's columns.
 """
 
 import argparse

@@ -9,8 +9,6 @@
 
 #include <uv.h>
 
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <thread>
@@ -186,16 +184,8 @@ void Server::start(bool serve_now) {
 void Server::serve() {
   DTRAIN_CHECK(impl_->started, "Server::serve before start");
   if (impl_->thread.joinable()) return;
-  sigset_t all, old;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread starts with every signal blocked
-  try {
-    impl_->thread = std::thread([this] { impl_->run(); });
-  } catch (...) {
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    throw;
-  }
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  sys::AllSignalsBlocked blocked;  // the thread starts with every signal blocked
+  impl_->thread = std::thread([this] { impl_->run(); });
 }
 
 int Server::listen_fd() const {
