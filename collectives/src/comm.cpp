@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/params.hpp"
 #include "progress.hpp"
+#include "reduce.hpp"
 
 namespace dtrain::coll {
 namespace {
@@ -73,6 +76,7 @@ Communicator::Communicator(const CommConfig& cfg, std::shared_ptr<rdzv::Store> s
 }
 
 void Communicator::start(Group g) {
+  init_timeout_ = cfg_.timeout;
   members_ = g.members;
   rank_ = g.rank;
   host_ = g.host;
@@ -119,9 +123,8 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
   if (!valid_dtype(dtype))
     throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("{}: invalid dtype {}", op_kind_name(kind),
                                                              static_cast<int>(dtype)));
-  if ((kind == OpKind::allreduce || kind == OpKind::reduce_scatter) && !valid_redop(op))
-    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                    fmt::format("{}: invalid reduction op {}", op_kind_name(kind), static_cast<int>(op)));
+  const bool reducing = kind == OpKind::allreduce || kind == OpKind::reduce_scatter;
+  if (reducing) check_reduction(kind, dtype, op);
   if (kind == OpKind::broadcast && (root < 0 || root >= size()))
     throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
                     fmt::format("broadcast: root {} is not a rank of this communicator (size {})", root, size()));
@@ -129,12 +132,60 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
   d.seq = ++seq_;
   d.kind = kind;
   d.dtype = dtype;
-  d.op = (kind == OpKind::allreduce || kind == OpKind::reduce_scatter) ? op : DTRAIN_SUM;
+  d.premul = reducing && premul_.count(op) != 0;
+  d.op = reducing && !d.premul ? op : DTRAIN_SUM;
   d.root = kind == OpKind::broadcast ? root : 0;
   d.count = count;
   d.start = coarse_now();
   d.deadline = d.start + cfg_.timeout;
   return d;
+}
+
+void Communicator::check_reduction(OpKind kind, dtrain_dtype_t dtype, dtrain_op_t op) const {
+  const char* what = op_kind_name(kind);
+  auto refuse = [](const std::string& m) { throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, m); };
+  if (premul_.count(op) != 0) {
+    if (!is_floating(dtype))
+      refuse(fmt::format("{}: a premultiplied sum takes a floating dtype (float16, bfloat16, float32, float64), not {}",
+                         what, dtype_name(dtype)));
+    return;
+  }
+  if (op == DTRAIN_PREMUL_SUM)
+    refuse(fmt::format("{}: DTRAIN_PREMUL_SUM names the kind only; pass the op that "
+                       "dtrain_redop_create_premul_sum gave for this communicator",
+                       what));
+  if (!valid_redop(op))
+    refuse(fmt::format("{}: invalid reduction op {} (DTRAIN_SUM .. DTRAIN_BXOR, or a live handle from "
+                       "dtrain_redop_create_premul_sum on this communicator)",
+                       what, static_cast<int>(op)));
+  if (is_bitwise(op) && is_floating(dtype))
+    refuse(fmt::format("{}: {} is bitwise and takes integer or bool dtypes, not {}", what, op_name(op),
+                       dtype_name(dtype)));
+  if (op == DTRAIN_AVG && dtype == DTRAIN_BOOL)
+    refuse(fmt::format("{}: avg of bool is not defined; use sum or bor (or), prod or band (and)", what));
+}
+
+dtrain_op_t Communicator::create_premul(double scale) {
+  check_usable();
+  if (!std::isfinite(scale))
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("premul_sum: the scale {} is not finite", scale));
+  if (next_premul_ == std::numeric_limits<int>::max())
+    throw CollError(DTRAIN_ERR_SYSTEM, "premul_sum: this communicator has created all the ops it can");
+  const int op = next_premul_++;
+  premul_[op] = scale;
+  return static_cast<dtrain_op_t>(op);
+}
+
+void Communicator::destroy_premul(dtrain_op_t op) {
+  if (premul_.erase(static_cast<int>(op)) == 0)
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                    fmt::format("redop_destroy: op {} is not a live premultiplied sum of this communicator",
+                                static_cast<int>(op)));
+}
+
+void Communicator::premultiply(const OpDesc& d, const void* src, void* dst, std::size_t count, dtrain_op_t op) {
+  if (dst == nullptr) dst = const_cast<void*>(src);
+  scale_n(src, dst, count, d.dtype, premul_.at(static_cast<int>(op)));
 }
 
 void Communicator::mark_failed(dtrain_status_t status, const std::string& msg) noexcept {
@@ -157,6 +208,10 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, dt
   OpDesc d = next(OpKind::allreduce, count, dtype, op, 0);
   need(send, count, "sendbuf", d.kind);
   need(recv, count, "recvbuf", d.kind);
+  if (d.premul) {  // scaled into recv, then summed in place there
+    premultiply(d, send, recv, count, op);
+    send = recv;
+  }
   run(&d, [&] { transport_->allreduce(d, send, recv); });
 }
 
@@ -179,6 +234,12 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
   OpDesc d = next(OpKind::reduce_scatter, recvcount, dtype, op, 0);
   need(send, recvcount, "sendbuf", d.kind);
   need(recv, recvcount, "recvbuf", d.kind);
+  if (d.premul) {  // every block scaled into the scratch buffer, which the engine then reduces
+    const std::size_t all = recvcount * static_cast<std::size_t>(size());
+    scratch_.resize(all * dtype_size(dtype));
+    premultiply(d, send, scratch_.data(), all, op);
+    send = scratch_.data();
+  }
   run(&d, [&] { transport_->reduce_scatter(d, send, recv); });
 }
 

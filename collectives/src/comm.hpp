@@ -10,11 +10,14 @@
 //   several nodes with several ranks each       -> hierarchical: allreduce and barrier reduce within
 //      the node over shared memory, across nodes over TCP among the node leaders (local rank 0),
 //      then broadcast back over shared memory; broadcast, allgather and reduce_scatter use TCP rings.
-// Ranks of one node are assumed contiguous (node = rank - local_rank .. + local_size), as torchrun
-// and `dtrain launch` number them.
+// The world from the environment or dtrain_comm_init assumes the ranks of one node contiguous (node =
+// rank - local_rank .. + local_size), as torchrun and `dtrain launch` number them; a communicator made
+// through a caller's store (with_hosts(), comm_hosts.cpp) learns every rank's host from the store, so
+// a host's ranks may be any.
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +60,14 @@ struct P2pArgs {
   bool device = false;
 };
 
+// This host's identity for host discovery: the host name and the kernel's boot id.
+std::string default_host_identity();
+// The address a rank of a communicator made through a caller's store advertises for TCP when none is
+// configured: DTRAIN_SOCKET_ADDR, DTRAIN_LOCAL_ADDR, the local address of a UDP socket connect()ed to
+// MASTER_ADDR (no packet is sent), 127.0.0.1 when every rank is on this host, else the address of
+// this host's name.
+std::string default_advertise(bool all_local);
+
 // Fills the tunables (timeout, transport, slot and chunk sizes, spin) from the DTRAIN_* registry.
 // Throws ConfigError for malformed values.
 void apply_params(CommConfig& cfg, double timeout_s_override);
@@ -70,6 +81,13 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
+  // A communicator of cfg.size ranks bootstrapped through a caller's store (dtrain_comm_init_config,
+  // comm_hosts.cpp): every rank publishes `host` (its host identity) under the communicator's keys
+  // and reads the others', so ranks with equal identities share memory whatever their numbers;
+  // cfg.advertise, when empty, is chosen as the man page says (default_advertise()).
+  static std::unique_ptr<Communicator> with_hosts(CommConfig cfg, std::shared_ptr<rdzv::Store> store,
+                                                  const std::string& host);
+
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
   // The world rank of a rank of this communicator.
@@ -80,6 +98,8 @@ class Communicator {
   const std::string& key_prefix() const { return key_prefix_; }
   rdzv::Store* store() const { return store_.get(); }
   std::chrono::milliseconds timeout() const { return cfg_.timeout; }
+  // The deadline of later calls; <= 0 restores the one the communicator was made with.
+  void set_timeout(std::chrono::milliseconds t) { cfg_.timeout = t.count() > 0 ? t : init_timeout_; }
   // "shm", "tcp", "hierarchical" or "self".
   const char* engine_name() const { return transport_->name(); }
 
@@ -106,6 +126,12 @@ class Communicator {
   // sendrecv's argument checks alone (DTRAIN_ERR_INVALID_ARGUMENT; nothing is sent).
   void check_p2p(const P2pArgs& a, const char* what) const;
 
+  // Premultiplied sums (dtrain_redop_create_premul_sum): op handles of this communicator, from
+  // kFirstPremul up, each with its scale. destroy_premul refuses a handle that is not one.
+  static constexpr int kFirstPremul = 256;
+  dtrain_op_t create_premul(double scale);
+  void destroy_premul(dtrain_op_t op);
+
   // Marks the communicator failed (used by the C ABI for errors raised outside the CPU engines).
   void mark_failed(dtrain_status_t status, const std::string& msg) noexcept;
   bool failed() const { return failed_; }
@@ -124,6 +150,10 @@ class Communicator {
   Communicator(const CommConfig& cfg, std::shared_ptr<rdzv::Store> store, Group group);
   void start(Group group);
   OpDesc next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root);
+  // Refuses a reduction op the dtype does not take (DTRAIN_ERR_INVALID_ARGUMENT naming both).
+  void check_reduction(OpKind kind, dtrain_dtype_t dtype, dtrain_op_t op) const;
+  // For a premultiplied sum: `count` elements of src scaled into dst (src itself when dst is null).
+  void premultiply(const OpDesc& d, const void* src, void* dst, std::size_t count, dtrain_op_t op);
   void check_usable() const;
   // Runs call `d` (null for point-to-point) on the transport (see below).
   template <class F>
@@ -140,6 +170,7 @@ class Communicator {
   };
 
   CommConfig cfg_;
+  std::chrono::milliseconds init_timeout_{0};
   std::shared_ptr<rdzv::Store> store_;
   std::vector<int> members_;
   int rank_ = 0;
@@ -150,6 +181,9 @@ class Communicator {
   std::uint64_t splits_ = 0;
   std::vector<std::uint64_t> sent_, received_;  // point-to-point messages per peer
   std::deque<Queued> self_;
+  std::map<int, double> premul_;  // premultiplied-sum handle -> scale
+  int next_premul_ = kFirstPremul;
+  std::vector<std::uint8_t> scratch_;  // scaled inputs of premultiplied sums
   bool failed_ = false;
   std::string failure_;
 };

@@ -33,7 +33,9 @@ const char* op_kind_name(OpKind kind) {
 std::size_t dtype_size(dtrain_dtype_t dtype) {
   switch (dtype) {
     case DTRAIN_INT8:
-    case DTRAIN_UINT8: return 1;
+    case DTRAIN_UINT8:
+    case DTRAIN_BOOL: return 1;
+    case DTRAIN_INT16:
     case DTRAIN_FLOAT16:
     case DTRAIN_BFLOAT16: return 2;
     case DTRAIN_INT32:
@@ -44,8 +46,12 @@ std::size_t dtype_size(dtrain_dtype_t dtype) {
   return 0;
 }
 
-bool valid_dtype(int dtype) { return dtype >= DTRAIN_INT8 && dtype <= DTRAIN_FLOAT64; }
-bool valid_redop(int op) { return op >= DTRAIN_SUM && op <= DTRAIN_AVG; }
+bool valid_dtype(int dtype) { return dtype >= DTRAIN_INT8 && dtype <= DTRAIN_INT16; }
+bool valid_redop(int op) { return op >= DTRAIN_SUM && op <= DTRAIN_BXOR; }
+bool is_floating(dtrain_dtype_t dtype) {
+  return dtype == DTRAIN_FLOAT16 || dtype == DTRAIN_BFLOAT16 || dtype == DTRAIN_FLOAT32 || dtype == DTRAIN_FLOAT64;
+}
+bool is_bitwise(dtrain_op_t op) { return op == DTRAIN_BAND || op == DTRAIN_BOR || op == DTRAIN_BXOR; }
 
 namespace {
 std::string describe(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root) {
@@ -76,7 +82,9 @@ std::string describe_p2p(std::uint64_t seq, std::uint64_t fp0, std::uint64_t fp1
   return fmt::format("#{} (tag {}, count {}, {}{})", seq, tag, fp0, dtype_name(dtype), device ? ", device buffer" : "");
 }
 
-std::string OpDesc::text() const { return fmt::format("{} #{}", describe(kind, count, dtype, op, root), seq); }
+std::string OpDesc::text() const {
+  return fmt::format("{} #{}", describe(kind, count, dtype, premul ? DTRAIN_PREMUL_SUM : op, root), seq);
+}
 
 std::string describe_fingerprint(std::uint64_t fp0, std::uint64_t fp1) {
   auto kind = static_cast<OpKind>(fp1 & 0xff);

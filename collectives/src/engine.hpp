@@ -24,7 +24,10 @@ enum class OpKind : std::uint8_t { barrier = 1, allreduce, broadcast, allgather,
 const char* op_kind_name(OpKind kind);
 std::size_t dtype_size(dtrain_dtype_t dtype);
 bool valid_dtype(int dtype);
+// The plain reductions (DTRAIN_SUM .. DTRAIN_BXOR); premultiplied sums are the communicator's handles.
 bool valid_redop(int op);
+bool is_floating(dtrain_dtype_t dtype);
+bool is_bitwise(dtrain_op_t op);
 
 // One collective call as every rank must see it. The two words are the per-call fingerprint the
 // engines compare across ranks (count, kind, dtype, op, root), seq is the call's sequence number.
@@ -35,13 +38,16 @@ struct OpDesc {
   dtrain_op_t op = DTRAIN_SUM;
   int root = 0;
   std::size_t count = 0;
+  // A premultiplied sum: the communicator scaled the input, the engine sums (op is DTRAIN_SUM), and
+  // the fingerprint says premul_sum, so a rank that sums plainly is a mismatch.
+  bool premul = false;
   Clock::time_point start{};     // when the call began (coarse_now())
   Clock::time_point deadline{};  // start + the communicator's timeout
 
   std::uint64_t fp0() const { return count; }
   std::uint64_t fp1() const {
     return static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(dtype) << 8) |
-           (static_cast<std::uint64_t>(op) << 16) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(root)) << 32);
+           (static_cast<std::uint64_t>(premul ? DTRAIN_PREMUL_SUM : op) << 16) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(root)) << 32);
   }
   // "allreduce #12 (count 1000, float32, sum)"
   std::string text() const;

@@ -14,6 +14,8 @@ inline const char* dtype_name(dtrain_dtype_t dtype) noexcept {
     case DTRAIN_BFLOAT16: return "bfloat16";
     case DTRAIN_FLOAT32: return "float32";
     case DTRAIN_FLOAT64: return "float64";
+    case DTRAIN_BOOL: return "bool";
+    case DTRAIN_INT16: return "int16";
   }
   return "unknown-dtype";
 }
@@ -25,6 +27,10 @@ inline const char* op_name(dtrain_op_t op) noexcept {
     case DTRAIN_MIN: return "min";
     case DTRAIN_MAX: return "max";
     case DTRAIN_AVG: return "avg";
+    case DTRAIN_BAND: return "band";
+    case DTRAIN_BOR: return "bor";
+    case DTRAIN_BXOR: return "bxor";
+    case DTRAIN_PREMUL_SUM: return "premul_sum";
   }
   return "unknown-op";
 }

@@ -108,6 +108,14 @@ void divide_in_place(void* buf, std::size_t count, dtrain_dtype_t dtype, int div
   generic::divide_any(buf, count, dtype, divisor);
 }
 
+void scale_n(const void* src, void* dst, std::size_t count, dtrain_dtype_t dtype, double scale) {
+  if (count == 0) return;
+#if DTRAIN_REDUCE_AVX2
+  if (use_avx2()) return avx2::scale_any(src, dst, count, dtype, scale);
+#endif
+  generic::scale_any(src, dst, count, dtype, scale);
+}
+
 void widen_to_float(const void* src_v, float* dst, std::size_t count, dtrain_dtype_t dtype) {
   const auto* src = static_cast<const std::uint16_t*>(src_v);
   if (dtype == DTRAIN_FLOAT16) {

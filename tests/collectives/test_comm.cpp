@@ -33,6 +33,8 @@ void put(void* buf, std::size_t i, dtrain_dtype_t t, double v) {
     case DTRAIN_BFLOAT16: static_cast<std::uint16_t*>(buf)[i] = float_to_bf16(static_cast<float>(v)); break;
     case DTRAIN_FLOAT32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
     case DTRAIN_FLOAT64: static_cast<double*>(buf)[i] = v; break;
+    case DTRAIN_BOOL: static_cast<std::uint8_t*>(buf)[i] = v != 0 ? 1 : 0; break;
+    case DTRAIN_INT16: static_cast<std::int16_t*>(buf)[i] = static_cast<std::int16_t>(v); break;
   }
 }
 
@@ -46,6 +48,8 @@ double get(const void* buf, std::size_t i, dtrain_dtype_t t) {
     case DTRAIN_BFLOAT16: return static_cast<double>(bf16_to_float(static_cast<const std::uint16_t*>(buf)[i]));
     case DTRAIN_FLOAT32: return static_cast<double>(static_cast<const float*>(buf)[i]);
     case DTRAIN_FLOAT64: return static_cast<const double*>(buf)[i];
+    case DTRAIN_BOOL: return static_cast<const std::uint8_t*>(buf)[i];
+    case DTRAIN_INT16: return static_cast<const std::int16_t*>(buf)[i];
   }
   return 0;
 }
@@ -72,6 +76,10 @@ double reference(int n, std::size_t i, dtrain_dtype_t t, dtrain_op_t op) {
       case DTRAIN_PROD: acc *= x; break;
       case DTRAIN_MIN: acc = std::min(acc, x); break;
       case DTRAIN_MAX: acc = std::max(acc, x); break;
+      case DTRAIN_BAND:
+      case DTRAIN_BOR:
+      case DTRAIN_BXOR:
+      case DTRAIN_PREMUL_SUM: break;  // not in kOps
     }
   }
   if (op == DTRAIN_AVG) acc = is_int(t) ? std::trunc(acc / n) : acc / n;

@@ -26,6 +26,10 @@ T op_apply(dtrain_op_t op, T a, T b) {
     case DTRAIN_PROD: return static_cast<T>(a * b);
     case DTRAIN_MIN: return b < a ? b : a;
     case DTRAIN_MAX: return a < b ? b : a;
+    case DTRAIN_BAND:
+    case DTRAIN_BOR:
+    case DTRAIN_BXOR:
+    case DTRAIN_PREMUL_SUM: break;
   }
   return a;
 }
@@ -64,6 +68,8 @@ std::vector<std::uint8_t> reference(const std::vector<std::vector<std::uint8_t>>
       case DTRAIN_BFLOAT16: narrow(bf16_to_float, float_to_bf16); break;
       case DTRAIN_FLOAT32: native(float{}); break;
       case DTRAIN_FLOAT64: native(double{}); break;
+      case DTRAIN_BOOL:
+      case DTRAIN_INT16: break;
     }
   }
   return out;
@@ -85,6 +91,8 @@ void fill(std::vector<std::uint8_t>& b, std::size_t count, dtrain_dtype_t dt, st
       case DTRAIN_BFLOAT16: put(static_cast<std::uint16_t>(r)); break;
       case DTRAIN_FLOAT32: put(static_cast<float>(static_cast<int>(r % 20001) - 10000) / 64.0f); break;
       case DTRAIN_FLOAT64: put(static_cast<double>(static_cast<int>(r % 20001) - 10000) / 128.0); break;
+      case DTRAIN_BOOL:
+      case DTRAIN_INT16: break;
     }
   }
 }

@@ -47,6 +47,8 @@ std::vector<std::uint8_t> input(dtrain_dtype_t dt, std::size_t count, int r, std
       case DTRAIN_BFLOAT16: *reinterpret_cast<std::uint16_t*>(p) = float_to_bf16(static_cast<float>(x)); break;
       case DTRAIN_FLOAT32: *reinterpret_cast<float*>(p) = static_cast<float>(x); break;
       case DTRAIN_FLOAT64: *reinterpret_cast<double*>(p) = x; break;
+      case DTRAIN_BOOL:
+      case DTRAIN_INT16: break;  // not among the dtypes tested here
     }
   }
   return buf;

@@ -45,6 +45,8 @@ void fill(std::vector<std::uint8_t>& buf, dtrain_dtype_t dt, std::size_t count, 
       case DTRAIN_BFLOAT16: *reinterpret_cast<std::uint16_t*>(p) = float_to_bf16(static_cast<float>(v) * 0.5f); break;
       case DTRAIN_FLOAT32: *reinterpret_cast<float*>(p) = static_cast<float>(v) * 0.25f; break;
       case DTRAIN_FLOAT64: *reinterpret_cast<double*>(p) = static_cast<double>(v) * 0.125; break;
+      case DTRAIN_BOOL:
+      case DTRAIN_INT16: break;  // not among the dtypes tested here
     }
   }
 }

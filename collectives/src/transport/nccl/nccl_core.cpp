@@ -135,6 +135,8 @@ ncclDataType_t to_nccl(dtrain_dtype_t dtype) {
     case DTRAIN_BFLOAT16: return ncclBfloat16;
     case DTRAIN_FLOAT32: return ncclFloat32;
     case DTRAIN_FLOAT64: return ncclFloat64;
+    case DTRAIN_BOOL: return ncclUint8;
+    case DTRAIN_INT16: break;
   }
   throw Error(DTRAIN_ERR_INVALID_ARGUMENT,
               fmt::format("dtype {} is not a dtrain_dtype_t (DTRAIN_INT8 .. DTRAIN_FLOAT64)", static_cast<int>(dtype)));
@@ -147,6 +149,10 @@ ncclRedOp_t to_nccl(dtrain_op_t op) {
     case DTRAIN_MIN: return ncclMin;
     case DTRAIN_MAX: return ncclMax;
     case DTRAIN_AVG: return ncclAvg;
+    case DTRAIN_BAND:
+    case DTRAIN_BOR:
+    case DTRAIN_BXOR:
+    case DTRAIN_PREMUL_SUM: break;
   }
   throw Error(DTRAIN_ERR_INVALID_ARGUMENT,
               fmt::format("op {} is not a dtrain_op_t (DTRAIN_SUM .. DTRAIN_AVG)", static_cast<int>(op)));
@@ -154,8 +160,8 @@ ncclRedOp_t to_nccl(dtrain_op_t op) {
 
 std::size_t dtype_size(dtrain_dtype_t dtype) {
   switch (dtype) {
-    case DTRAIN_INT8: case DTRAIN_UINT8: return 1;
-    case DTRAIN_FLOAT16: case DTRAIN_BFLOAT16: return 2;
+    case DTRAIN_INT8: case DTRAIN_UINT8: case DTRAIN_BOOL: return 1;
+    case DTRAIN_INT16: case DTRAIN_FLOAT16: case DTRAIN_BFLOAT16: return 2;
     case DTRAIN_INT32: case DTRAIN_FLOAT32: return 4;
     case DTRAIN_INT64: case DTRAIN_FLOAT64: return 8;
   }

@@ -1,0 +1,247 @@
+// dtrain_comm_init_config at the C ABI, ranks as threads over a caller's store (an in-memory store
+// behind dtrain_store_t callbacks, as a framework backend passes its own): collectives on the
+// shared-memory engine, on TCP (config->transport) and across two fake hosts (config->host, ranks of a
+// host not contiguous: the hierarchical engine); bad configurations refused naming the field; a
+// failing or timing-out store callback reported with its message; dtrain_comm_set_timeout.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "c_store.hpp"
+#include "dtrain/collectives.h"
+
+namespace {
+
+using dtrain::coll::test::CStore;
+
+struct Setup {
+  int size = 2;
+  const char* transport = nullptr;
+  std::function<const char*(int)> host = [](int) { return nullptr; };
+  double timeout_s = 60;
+};
+
+// Runs body(comm, rank) on setup.size threads, each with a communicator from dtrain_comm_init_config;
+// returns each rank's failure text ("" when fine).
+std::vector<std::string> run_ranks(const Setup& s, const std::function<std::string(dtrain_comm_t, int)>& body) {
+  CStore store(dtrain::rdzv::make_memory_store());
+  std::vector<std::string> errors(static_cast<std::size_t>(s.size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < s.size; ++r)
+    threads.emplace_back([&, r] {
+      dtrain_config_t cfg = DTRAIN_CONFIG_INITIALIZER;
+      cfg.rank = r;
+      cfg.size = s.size;
+      cfg.store = &store.c;
+      cfg.timeout_s = s.timeout_s;
+      cfg.transport = s.transport;
+      cfg.host = s.host(r);
+      cfg.advertise = "127.0.0.1";
+      cfg.name = "test group";
+      dtrain_comm_t comm = nullptr;
+      if (dtrain_comm_init_config(&cfg, &comm) != DTRAIN_SUCCESS) {
+        errors[static_cast<std::size_t>(r)] = std::string("init: ") + dtrain_last_error();
+        return;
+      }
+      errors[static_cast<std::size_t>(r)] = body(comm, r);
+      dtrain_comm_destroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void no_errors(const std::vector<std::string>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    CAPTURE(r);
+    CHECK(errors[r] == "");
+  }
+}
+
+// The four collectives of 0.1 on a communicator of n ranks, against their known results.
+std::string exercise(dtrain_comm_t comm, int r) {
+  int rank = -1, n = 0;
+  if (dtrain_comm_rank(comm, &rank) != DTRAIN_SUCCESS || dtrain_comm_size(comm, &n) != DTRAIN_SUCCESS)
+    return dtrain_last_error();
+  if (rank != r) return fmt::format("rank {} where {} was configured", rank, r);
+  const std::size_t count = 3000;
+  std::vector<double> a(count), out(count);
+  for (std::size_t i = 0; i < count; ++i) a[i] = static_cast<double>(r + 1) * static_cast<double>(i % 7);
+  if (dtrain_allreduce(comm, a.data(), out.data(), count, DTRAIN_FLOAT64, DTRAIN_SUM, nullptr) != DTRAIN_SUCCESS)
+    return dtrain_last_error();
+  const double ranks_sum = n * (n + 1) / 2.0;
+  for (std::size_t i = 0; i < count; ++i)
+    if (out[i] != ranks_sum * static_cast<double>(i % 7)) return fmt::format("allreduce: [{}] = {}", i, out[i]);
+  std::vector<int> b(5, r == n - 1 ? 42 : 0);
+  if (dtrain_broadcast(comm, b.data(), b.data(), 5, DTRAIN_INT32, n - 1, nullptr) != DTRAIN_SUCCESS)
+    return dtrain_last_error();
+  if (b != std::vector<int>(5, 42)) return "broadcast: wrong result";
+  std::vector<int> mine(2, r), all(2 * static_cast<std::size_t>(n));
+  if (dtrain_allgather(comm, mine.data(), all.data(), 2, DTRAIN_INT32, nullptr) != DTRAIN_SUCCESS)
+    return dtrain_last_error();
+  for (int q = 0; q < n; ++q)
+    if (all[2 * static_cast<std::size_t>(q)] != q) return fmt::format("allgather: block {} wrong", q);
+  std::vector<long long> rs(static_cast<std::size_t>(n), r + 1);
+  long long got = 0;
+  if (dtrain_reduce_scatter(comm, rs.data(), &got, 1, DTRAIN_INT64, DTRAIN_MAX, nullptr) != DTRAIN_SUCCESS)
+    return dtrain_last_error();
+  if (got != n) return fmt::format("reduce_scatter: {}", got);
+  return dtrain_barrier(comm) == DTRAIN_SUCCESS ? "" : dtrain_last_error();
+}
+
+}  // namespace
+
+TEST_SUITE("collectives::init_config") {
+  TEST_CASE("the version code is the header's") { CHECK(dtrain_version_code() == DTRAIN_VERSION_CODE); }
+
+  TEST_CASE("one host: shared memory, 1 to 3 ranks") {
+    for (int n : {1, 2, 3}) {
+      CAPTURE(n);
+      Setup s;
+      s.size = n;
+      no_errors(run_ranks(s, exercise));
+    }
+  }
+
+  TEST_CASE("tcp through config->transport") {
+    Setup s;
+    s.size = 3;
+    s.transport = "tcp";
+    no_errors(run_ranks(s, exercise));
+  }
+
+  TEST_CASE("two fake hosts, ranks of a host not contiguous: hierarchical") {
+    Setup s;
+    s.size = 5;
+    s.host = [](int r) { return r % 2 == 0 ? "host-a" : "host-b"; };
+    no_errors(run_ranks(s, exercise));
+  }
+
+  TEST_CASE("one rank per fake host: tcp") {
+    Setup s;
+    s.size = 3;
+    static const char* const names[] = {"h0", "h1", "h2"};
+    s.host = [](int r) { return names[r]; };
+    no_errors(run_ranks(s, exercise));
+  }
+
+  TEST_CASE("bad configurations are refused naming the field") {
+    CStore store(dtrain::rdzv::make_memory_store());
+    auto refused = [&](dtrain_config_t cfg, const char* field) {
+      dtrain_comm_t comm = reinterpret_cast<dtrain_comm_t>(&store);  // must be reset to NULL
+      CAPTURE(field);
+      CHECK(dtrain_comm_init_config(&cfg, &comm) == DTRAIN_ERR_INVALID_ARGUMENT);
+      CHECK(comm == nullptr);
+      CHECK(std::string(dtrain_last_error()).find(field) != std::string::npos);
+    };
+    dtrain_config_t good = DTRAIN_CONFIG_INITIALIZER;
+    good.rank = 0;
+    good.size = 1;
+    good.store = &store.c;
+    dtrain_config_t c = good;
+    c.struct_size = offsetof(dtrain_config_t, store);
+    refused(c, "struct_size");
+    c = good;
+    c.struct_size = 0;
+    refused(c, "struct_size");
+    c = good;
+    c.size = 0;
+    refused(c, "config->size");
+    c = good;
+    c.rank = 1;
+    refused(c, "config->rank");
+    c = good;
+    c.rank = -1;
+    refused(c, "config->rank");
+    c = good;
+    c.store = nullptr;
+    refused(c, "config->store");
+    dtrain_store_t no_cas = store.c;
+    no_cas.compare_set = nullptr;
+    c = good;
+    c.store = &no_cas;
+    refused(c, "compare_set");
+    c = good;
+    c.transport = "infiniband";
+    refused(c, "config->transport");
+    dtrain_comm_t comm = nullptr;
+    CHECK(dtrain_comm_init_config(nullptr, &comm) == DTRAIN_ERR_INVALID_ARGUMENT);
+    CHECK(dtrain_comm_init_config(&good, nullptr) == DTRAIN_ERR_INVALID_ARGUMENT);
+  }
+
+  TEST_CASE("only the first struct_size bytes are read") {
+    CStore store(dtrain::rdzv::make_memory_store());
+    dtrain_config_t c = DTRAIN_CONFIG_INITIALIZER;
+    c.rank = 0;
+    c.size = 1;
+    c.store = &store.c;
+    c.struct_size = offsetof(dtrain_config_t, store) + sizeof c.store;
+    c.transport = "not read";  // past struct_size: an older caller's struct ends before it
+    dtrain_comm_t comm = nullptr;
+    REQUIRE(dtrain_comm_init_config(&c, &comm) == DTRAIN_SUCCESS);
+    float x = 2, y = 0;
+    CHECK(dtrain_allreduce(comm, &x, &y, 1, DTRAIN_FLOAT32, DTRAIN_SUM, nullptr) == DTRAIN_SUCCESS);
+    CHECK(y == 2);
+    dtrain_comm_destroy(comm);
+  }
+
+  TEST_CASE("a failing store callback is reported with its message") {
+    CStore store(dtrain::rdzv::make_memory_store());
+    store.fail_all = true;
+    dtrain_config_t c = DTRAIN_CONFIG_INITIALIZER;
+    c.rank = 0;
+    c.size = 2;
+    c.store = &store.c;
+    dtrain_comm_t comm = nullptr;
+    CHECK(dtrain_comm_init_config(&c, &comm) == DTRAIN_ERR_PEER);
+    CHECK(std::string(dtrain_last_error()).find(CStore::kFailText) != std::string::npos);
+    CHECK(comm == nullptr);
+    store.fail_all = false;
+    store.get_timeouts = true;
+    CHECK(dtrain_comm_init_config(&c, &comm) == DTRAIN_ERR_TIMEOUT);
+    CHECK(std::string(dtrain_last_error()).find("the test store's get timed out") != std::string::npos);
+    CHECK(std::string(dtrain_last_error()).find("rank 1") != std::string::npos);
+  }
+
+  TEST_CASE("set_timeout: a shorter deadline, then the initial one restored") {
+    Setup s;
+    s.size = 2;
+    s.timeout_s = 60;
+    std::atomic<int> stage{0};
+    auto errors = run_ranks(s, [&](dtrain_comm_t comm, int r) -> std::string {
+      float x = 1, y = 0;
+      if (r == 0) {
+        // Restored to 60 s: rank 1 arrives after 1.5 s, well inside.
+        if (dtrain_comm_set_timeout(comm, 0.3) != DTRAIN_SUCCESS) return dtrain_last_error();
+        if (dtrain_comm_set_timeout(comm, 0) != DTRAIN_SUCCESS) return dtrain_last_error();
+        stage = 1;
+        if (dtrain_allreduce(comm, &x, &y, 1, DTRAIN_FLOAT32, DTRAIN_SUM, nullptr) != DTRAIN_SUCCESS)
+          return std::string("restored deadline: ") + dtrain_last_error();
+        // 0.5 s: rank 1 never calls this one.
+        if (dtrain_comm_set_timeout(comm, 0.5) != DTRAIN_SUCCESS) return dtrain_last_error();
+        const auto t0 = std::chrono::steady_clock::now();
+        const dtrain_status_t st = dtrain_allreduce(comm, &x, &y, 1, DTRAIN_FLOAT32, DTRAIN_SUM, nullptr);
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        stage = 2;
+        if (st != DTRAIN_ERR_TIMEOUT) return fmt::format("short deadline: status {}", static_cast<int>(st));
+        if (took > 20) return fmt::format("short deadline: took {} s", took);
+        return "";
+      }
+      while (stage < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      if (dtrain_allreduce(comm, &x, &y, 1, DTRAIN_FLOAT32, DTRAIN_SUM, nullptr) != DTRAIN_SUCCESS)
+        return dtrain_last_error();
+      while (stage < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return "";
+    });
+    no_errors(errors);
+    CHECK(dtrain_comm_set_timeout(nullptr, 1) == DTRAIN_ERR_INVALID_ARGUMENT);
+  }
+}
