@@ -1,5 +1,6 @@
 // Node identity: who am I and who are the others, field by field from
-// flags > job spec > environment (SageMaker, Slurm, torch/Kubernetes env) > defaults.
+// flags > job spec > environment (SageMaker, Slurm, torch/Kubernetes env: identity_kubernetes.cpp) >
+// defaults.
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,10 +41,15 @@ const std::string* Environment::get(const std::string& name) const {
   return it == vars.end() ? nullptr : &it->second;
 }
 
-namespace {
+namespace detail {
 
-using json = nlohmann::json;
-using Problems = std::vector<SpecProblem>;
+std::string Sourced::label() const {
+  if (source == "default") return fmt::format("default {}", value);
+  if (path.rfind("--", 0) == 0) return fmt::format("{} {} (flags)", path, value);
+  if (path.rfind('/', 0) == 0) return fmt::format("{} {} (job spec)", path, value);
+  if (!shown.empty()) return fmt::format("{}={} ({} hosts, {})", path, shown, value, source);
+  return fmt::format("{}={} ({})", path, value, source);
+}
 
 std::optional<long long> to_int(const std::string& s) {
   long long v = 0;
@@ -51,37 +57,6 @@ std::optional<long long> to_int(const std::string& s) {
   if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
   return v;
 }
-
-// One value with where it came from, for messages: "SLURM_NODEID=1 (slurm)".
-struct Sourced {
-  int value = 0;
-  std::string source;  // "flags", "spec", "slurm", ...
-  std::string path;    // "--nnodes", "/cluster/instances", "SLURM_NNODES"
-  std::string shown;   // the variable's own text when the value is derived from it (a host list)
-  Sourced(int v, std::string src, std::string p, std::string text = {})
-      : value(v), source(std::move(src)), path(std::move(p)), shown(std::move(text)) {}
-  std::string label() const {
-    if (source == "default") return fmt::format("default {}", value);
-    if (path.rfind("--", 0) == 0) return fmt::format("{} {} (flags)", path, value);
-    if (path.rfind('/', 0) == 0) return fmt::format("{} {} (job spec)", path, value);
-    if (!shown.empty()) return fmt::format("{}={} ({} hosts, {})", path, shown, value, source);
-    return fmt::format("{}={} ({})", path, value, source);
-  }
-};
-
-struct EnvIdentity {
-  std::string source;
-  bool scheduler = false;  // Slurm/SageMaker: the allocation is the truth; flags may restate it only
-  std::optional<Sourced> node_rank;
-  std::optional<Sourced> instances;
-  std::string master;
-  std::vector<std::string> hosts;
-  std::string host;
-  std::optional<int> gpus;
-  std::optional<std::string> run_id;
-  bool rank_reported = false;  // this node's rank is unknown and a problem already says why
-  std::vector<std::string> warnings;
-};
 
 std::optional<int> env_int(const Environment& env, const std::string& name, const std::string& source, long long lo,
                            long long hi, Problems& out) {
@@ -94,6 +69,21 @@ std::optional<int> env_int(const Environment& env, const std::string& name, cons
   }
   return static_cast<int>(*x);
 }
+
+// A worker of dtrain (or torchrun) carries LOCAL_RANK/DTRAIN_RUN_ID.
+bool is_worker_env(const Environment& env) {
+  return env.get("LOCAL_RANK") != nullptr || env.get("DTRAIN_RUN_ID") != nullptr;
+}
+
+}  // namespace detail
+
+namespace {
+
+using json = nlohmann::json;
+using detail::EnvIdentity;
+using detail::Problems;
+using detail::Sourced;
+using detail::env_int;
 
 void hosts_identity(EnvIdentity& id, const std::string& current, const std::string& current_var,
                     const std::string& hosts_what, Problems& out) {
@@ -265,27 +255,10 @@ std::optional<EnvIdentity> from_slurm(const Environment& env, Problems& out) {
   return id;
 }
 
-std::optional<EnvIdentity> from_torch_env(const Environment& env, Problems& out) {
-  // A worker of dtrain (or torchrun) carries LOCAL_RANK/DTRAIN_RUN_ID: its RANK/WORLD_SIZE count
-  // processes, not nodes, so they are not a node identity.
-  if (env.get("LOCAL_RANK") != nullptr || env.get("DTRAIN_RUN_ID") != nullptr) return std::nullopt;
-  const std::string* addr = env.get("MASTER_ADDR");
-  bool rank_and_size = env.get("RANK") != nullptr && env.get("WORLD_SIZE") != nullptr;
-  if (addr == nullptr && !rank_and_size) return std::nullopt;
-  EnvIdentity id;
-  id.source = "torch-env";
-  if (addr != nullptr && !addr->empty()) id.master = *addr;
-  if (auto n = env_int(env, "WORLD_SIZE", "torch env: the number of nodes", 1, 65536, out))
-    id.instances = Sourced{*n, "torch-env", "WORLD_SIZE"};
-  if (auto r = env_int(env, "RANK", "torch env: this node's rank", 0, 65535, out))
-    id.node_rank = Sourced{*r, "torch-env", "RANK"};
-  return id;
-}
-
 // MASTER_PORT the user exported (not inside a worker, whose MASTER_PORT is its own job's): it
 // reaches the workers exactly.
 std::optional<int> exported_master_port(const Environment& env, Problems& out) {
-  if (env.get("LOCAL_RANK") != nullptr || env.get("DTRAIN_RUN_ID") != nullptr) return std::nullopt;
+  if (detail::is_worker_env(env)) return std::nullopt;
   return env_int(env, "MASTER_PORT", "the port of rank 0's store for the workers", 1, 65535, out);
 }
 
@@ -301,14 +274,14 @@ Sourced choose_instances(const JobSpec& spec, const Overrides& ov, const std::op
 }
 
 Sourced choose_node_rank(const Overrides& ov, const std::optional<EnvIdentity>& e, const Sourced& instances,
-                         const std::string& hostname, Problems& out) {
+                         const std::string& hostname, bool count_missing, Problems& out) {
   Sourced node_rank{0, "default", ""};
   if (ov.node_rank) node_rank = {*ov.node_rank, "flags", "--node-rank"};
   else if (e && e->node_rank) node_rank = *e->node_rank;
   if (e && e->scheduler && e->node_rank && node_rank.source == "flags" && node_rank.value != e->node_rank->value)
     out.push_back({node_rank.path, fmt::format("{} disagrees with {}; drop one or make them agree", node_rank.label(),
                                                e->node_rank->label())});
-  else if (node_rank.value >= instances.value && node_rank.value >= 0)
+  else if (!count_missing && node_rank.value >= instances.value && node_rank.value >= 0)
     out.push_back({node_rank.path.empty() ? "--node-rank" : node_rank.path,
                    fmt::format("node rank {} is not below the node count: {} but {}; node ranks run from 0 to nodes-1",
                                node_rank.value, node_rank.label(), instances.label())});
@@ -358,10 +331,11 @@ NodeIdentity discover_identity(const JobSpec& spec, const Overrides& ov, const E
   if (!ov.standalone) {  // --standalone: one node, whatever the environment says
     e = from_sagemaker(env, out);
     if (!e) e = from_slurm(env, out);
-    if (!e) e = from_torch_env(env, out);
+    if (!e) e = from_kubernetes(env, out);
   }
   Sourced instances = choose_instances(spec, ov, e, out);
-  Sourced node_rank = choose_node_rank(ov, e, instances, env.hostname, out);
+  bool count_missing = detail::check_indexed_job_count(e, instances, out);
+  Sourced node_rank = choose_node_rank(ov, e, instances, env.hostname, count_missing, out);
   id.instances = instances.value;
   id.node_rank = node_rank.value;
   id.field_sources["instances"] = instances.source;
