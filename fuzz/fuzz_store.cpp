@@ -1,5 +1,5 @@
 // libFuzzer target: the rendezvous server's command handling, end to end but for the listening
-// socket: a real Hub on a libuv loop and three connections over socket pairs. Two of them finish a
+// socket: a real ServerState on a libuv loop and three connections over socket pairs. Two of them finish a
 // (tokenless) handshake in one scope first, so the input reaches the store, barrier, join, event
 // and status handlers, and their interplay; the third gets the input raw, before any handshake.
 //
@@ -21,7 +21,7 @@
 #include "dtrain/rendezvous/auth.hpp"
 #include "server/connection.hpp"
 #include "server/handlers.hpp"
-#include "server/hub.hpp"
+#include "server/server_state.hpp"
 
 using namespace dtrain::rdzv;
 using wire::Frame;
@@ -70,16 +70,16 @@ void feed(srv::Conn* c, const std::uint8_t* data, std::size_t n) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   constexpr int kConns = 3;
-  srv::Hub hub(options());
-  hub.loop = loop();
-  hub.max_conns = 16;
+  srv::ServerState server(options());
+  server.loop = loop();
+  server.max_conns = 16;
   srv::Conn* conns[kConns] = {};
   int ours[kConns] = {-1, -1, -1};
   for (int i = 0; i < kConns; ++i) {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) std::abort();
     ours[i] = sv[1];
-    conns[i] = srv::open_conn(hub, sv[0]);
+    conns[i] = srv::open_conn(server, sv[0]);
   }
   Bytes nonce(auth::kNonceBytes, 7);
   for (int i = 0; i < 2; ++i) {  // two clients through the handshake, same run and generation
@@ -89,11 +89,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     feed(conns[i], hello.data(), hello.size());
     feed(conns[i], auth.data(), auth.size());
   }
-  // A closed connection leaves hub.conns at once and is freed by a loop run, which may itself close
-  // one (a parked wait's timer): after each run, forget every connection the hub no longer holds.
+  // A closed connection leaves server.conns at once and is freed by a loop run, which may itself close
+  // one (a parked wait's timer): after each run, forget every connection the server no longer holds.
   auto forget_closed = [&] {
     for (auto*& c : conns)
-      if (c != nullptr && std::find(hub.conns.begin(), hub.conns.end(), c) == hub.conns.end()) c = nullptr;
+      if (c != nullptr && std::find(server.conns.begin(), server.conns.end(), c) == server.conns.end()) c = nullptr;
   };
   try {
     std::size_t pos = 0;
@@ -105,11 +105,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       feed(conns[which], data + pos, len);
       pos += len;
       for (int fd : ours) drain(fd);
-      hub.scopes.for_each([](srv::Scope& s) {  // what the server's tick does
+      server.scopes.for_each([](srv::Scope& s) {  // what the server's tick does
         srv::send_join_progress(s, Clock::now() + std::chrono::seconds(2));
         srv::check_heartbeats(s, Clock::now());
       });
-      srv::drain_pumps(hub);
+      srv::drain_pumps(server);
       uv_run(loop(), UV_RUN_NOWAIT);
       forget_closed();
     }
@@ -118,12 +118,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::abort();
   }
   for (int i = 0; i < kConns; ++i) drain(ours[i]);
-  auto all = hub.conns;
+  auto all = server.conns;
   for (srv::Conn* c : all) srv::close_conn(*c);
-  hub.stopping = true;
+  server.stopping = true;
   uv_run(loop(), UV_RUN_DEFAULT);  // close callbacks; must end: nothing may stay active
   for (int fd : ours) ::close(fd);
-  if (!hub.conns.empty() || !hub.pending.empty()) std::abort();
-  hub.scopes.clear();
+  if (!server.conns.empty() || !server.pending.empty()) std::abort();
+  server.scopes.clear();
   return 0;
 }

@@ -7,15 +7,15 @@
 
 #include "dtrain/common/errors.hpp"
 #include "gateway.hpp"
-#include "session.hpp"
+#include "endpoint.hpp"
 
 namespace dtrain::etcd {
 
 using gw::json;
 
 struct Client::Impl {
-  explicit Impl(const Options& o) : session(std::make_shared<Session>(o)) {}
-  std::shared_ptr<Session> session;
+  explicit Impl(const Options& o) : ep(std::make_shared<Endpoint>(o)) {}
+  std::shared_ptr<Endpoint> ep;
   std::mutex mu;
   std::vector<std::unique_ptr<Handle>> idle;  // handles (and their connections) between calls
   static constexpr std::size_t kMaxIdle = 8;
@@ -32,7 +32,7 @@ struct Client::Impl {
           impl_.idle.pop_back();
         }
       }
-      if (!h_) h_ = impl_.session->new_handle(false);
+      if (!h_) h_ = impl_.ep->new_handle(false);
     }
     ~Borrowed() {
       if (std::uncaught_exceptions() > exceptions_) return;
@@ -51,7 +51,7 @@ struct Client::Impl {
 
   json call(std::string_view path, const json& body, int tolerated = -1) {
     Borrowed h(*this);
-    return session->call(*h, path, body, tolerated);
+    return ep->call(*h, path, body, tolerated);
   }
 };
 
@@ -68,10 +68,10 @@ Client::Client(Options opts) : opts_(std::move(opts)), impl_(std::make_unique<Im
 
 Client::~Client() = default;
 
-std::shared_ptr<Session> Client::session() const { return impl_->session; }
+std::shared_ptr<Endpoint> Client::shared_endpoint() const { return impl_->ep; }
 
-std::string Client::endpoint() const { return impl_->session->endpoint(); }
-std::string Client::url() const { return impl_->session->url(); }
+std::string Client::endpoint() const { return impl_->ep->endpoint(); }
+std::string Client::url() const { return impl_->ep->url(); }
 
 RangeResult Client::range(std::string_view key, std::string_view range_end) {
   return gw::range_from(impl_->call("/v3/kv/range", gw::key_range(key, range_end)));
@@ -132,7 +132,7 @@ void Client::lease_revoke(std::int64_t lease) {
 
 std::string Client::local_address() {
   Impl::Borrowed h(*impl_);
-  impl_->session->get(*h, "/version");
+  impl_->ep->get(*h, "/version");
   char* ip = nullptr;
   if (curl_easy_getinfo((*h).curl, CURLINFO_LOCAL_IP, &ip) != CURLE_OK || ip == nullptr || *ip == '\0')
     throw IoError(fmt::format("etcd {}: libcurl does not know our address on the connection", endpoint()));

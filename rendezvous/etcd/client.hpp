@@ -85,7 +85,7 @@ struct WatchEvent {
 // byte below 0xff incremented and the rest dropped).
 std::string prefix_end(std::string_view prefix);
 
-class Session;  // internal (session.hpp)
+class Endpoint;  // internal (endpoint.hpp)
 
 class Client {
  public:
@@ -115,7 +115,7 @@ class Client {
 
  private:
   friend class Watch;  // a watch opened through a client shares its endpoint and token
-  std::shared_ptr<Session> session() const;
+  std::shared_ptr<Endpoint> shared_endpoint() const;
   struct Impl;
   Options opts_;
   std::unique_ptr<Impl> impl_;

@@ -9,7 +9,7 @@
 #include "client.hpp"
 #include "dtrain/common/errors.hpp"
 #include "gateway.hpp"
-#include "session.hpp"
+#include "endpoint.hpp"
 
 namespace dtrain::etcd {
 
@@ -35,8 +35,8 @@ int code_in(const std::string& reason) {
 }  // namespace
 
 struct Watch::Impl {
-  Impl(std::shared_ptr<Session> s, std::string k, std::string end, std::int64_t start)
-      : session(std::move(s)), key(std::move(k)), range_end(std::move(end)), start_revision(start),
+  Impl(std::shared_ptr<Endpoint> s, std::string k, std::string end, std::int64_t start)
+      : ep(std::move(s)), key(std::move(k)), range_end(std::move(end)), start_revision(start),
         multi(curl_multi_init()) {
     if (multi == nullptr) throw IoError("libcurl could not make a multi handle (curl_multi_init)");
   }
@@ -47,7 +47,7 @@ struct Watch::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  std::shared_ptr<Session> session;
+  std::shared_ptr<Endpoint> ep;
   std::string key, range_end;
   std::int64_t start_revision;
   CURLM* multi;
@@ -59,7 +59,7 @@ struct Watch::Impl {
   CURLcode result = CURLE_OK;
   std::vector<WatchEvent> pending;
 
-  std::string what() const { return fmt::format("etcd {}: the watch of '{}'", session->endpoint(), key); }
+  std::string what() const { return fmt::format("etcd {}: the watch of '{}'", ep->endpoint(), key); }
   void start(const std::string& token);
   void stop();
   void pump(int ms);
@@ -74,8 +74,8 @@ struct Watch::Impl {
 void Watch::Impl::start(const std::string& token) {
   json create = gw::key_range(key, range_end);
   if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
-  h = session->new_handle(true);
-  headers = session->prepare(*h, kPath, json{{"create_request", create}}.dump(), token);
+  h = ep->new_handle(true);
+  headers = ep->prepare(*h, kPath, json{{"create_request", create}}.dump(), token);
   done = false;
   result = CURLE_OK;
   if (CURLMcode rc = curl_multi_add_handle(multi, h->curl); rc != CURLM_OK)
@@ -115,12 +115,12 @@ std::optional<json> Watch::Impl::take_message() {
 }
 
 bool Watch::Impl::absorb(const json& m) {
-  if (auto e = gw::error_of(m)) session->throw_reply(kPath, *e);
+  if (auto e = gw::error_of(m)) ep->throw_reply(kPath, *e);
   const json& r = m.contains("result") ? m["result"] : m;
   if (r.value("canceled", false)) {
     std::string reason = r.value("cancel_reason", std::string());
     gw::ErrorReply e{code_in(reason), reason};
-    if (gw::token_invalid(e) || gw::auth_refused(e)) session->throw_reply(kPath, e);  // AuthError
+    if (gw::token_invalid(e) || gw::auth_refused(e)) ep->throw_reply(kPath, e);  // AuthError
     if (std::int64_t compacted = gw::i64(r, "compact_revision"); compacted > 0)
       throw IoError(fmt::format("{} from revision {} was cancelled: etcd compacted its history up to revision {}; "
                                 "read the keys again and watch from a current revision",
@@ -142,11 +142,11 @@ bool Watch::Impl::absorb(const json& m) {
 void Watch::Impl::throw_ended() {
   long status = 0;
   curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
-  if (status != 0 && status != 200) session->throw_reply(kPath, gw::error_from_body(status, h->received));
+  if (status != 0 && status != 200) ep->throw_reply(kPath, gw::error_from_body(status, h->received));
   if (auto rest = json::parse(h->received, nullptr, false); !rest.is_discarded() && rest.is_object()) absorb(rest);
   std::string why = result == CURLE_OK ? std::string("etcd closed the stream")
                                        : (h->errbuf[0] != '\0' ? std::string(h->errbuf) : curl_easy_strerror(result));
-  if (!created && result != CURLE_OK) session->throw_transport(*h, result, kPath);  // could not open it
+  if (!created && result != CURLE_OK) ep->throw_transport(*h, result, kPath);  // could not open it
   throw IoError(fmt::format("{} ended ({}); etcd stopped or the connection was lost", what(), why));
 }
 
@@ -159,17 +159,17 @@ void Watch::Impl::wait_created(Clock::time_point deadline) {
     auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero())
       throw TimeoutError(fmt::format("{}: etcd did not confirm it within {} ms; etcd is overloaded or lost its quorum",
-                                     what(), session->options().request_timeout.count()));
+                                     what(), ep->options().request_timeout.count()));
     pump(poll_ms(left));
   }
 }
 
 // Opens the stream and waits for "created"; a token that etcd calls invalid is fetched again once.
 void Watch::Impl::open() {
-  const Options& o = session->options();
+  const Options& o = ep->options();
   auto deadline = Clock::now() + o.connect_timeout + o.request_timeout;
-  auto unary = session->new_handle(false);  // for the token, when one is fetched
-  std::string token = session->token(*unary);
+  auto unary = ep->new_handle(false);  // for the token, when one is fetched
+  std::string token = ep->token(*unary);
   for (bool retried = false;; retried = true) {
     start(token);
     try {
@@ -179,18 +179,18 @@ void Watch::Impl::open() {
       if (retried || o.user.empty()) throw;
     }
     stop();
-    token = session->token(*unary, token);
+    token = ep->token(*unary, token);
   }
 }
 
 Watch::Watch(const Options& opts, std::string key, std::string range_end, std::int64_t start_revision)
-    : impl_(std::make_unique<Impl>(std::make_shared<Session>(opts), std::move(key), std::move(range_end),
+    : impl_(std::make_unique<Impl>(std::make_shared<Endpoint>(opts), std::move(key), std::move(range_end),
                                    start_revision)) {
   impl_->open();
 }
 
 Watch::Watch(Client& client, std::string key, std::string range_end, std::int64_t start_revision)
-    : impl_(std::make_unique<Impl>(client.session(), std::move(key), std::move(range_end), start_revision)) {
+    : impl_(std::make_unique<Impl>(client.shared_endpoint(), std::move(key), std::move(range_end), start_revision)) {
   impl_->open();
 }
 

@@ -20,7 +20,7 @@
 #include "dtrain/common/uv_handle.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "server/handlers.hpp"
-#include "server/hub.hpp"
+#include "server/server_state.hpp"
 #include "server/listener.hpp"
 
 namespace dtrain::rdzv {
@@ -42,8 +42,8 @@ std::string uv_text(int rc) { return uv_strerror(rc); }
 }  // namespace
 
 struct Server::Impl {
-  srv::Hub hub;
-  const ServerOptions& opts = hub.opts;
+  srv::ServerState server;
+  const ServerOptions& opts = server.opts;
   uv_loop_t loop{};
   bool loop_inited = false;
   UvHandle<uv_tcp_t> listener;
@@ -54,22 +54,22 @@ struct Server::Impl {
   int bound_port = 0;
   bool started = false;
 
-  explicit Impl(ServerOptions o) : hub(std::move(o)) { hub.loop = &loop; }
+  explicit Impl(ServerOptions o) : server(std::move(o)) { server.loop = &loop; }
 
   void on_tick() {
     auto now = Clock::now();
-    if (auto text = hub.drops.summary(now)) DTRAIN_WARN(rdzv, "rendezvous: {}", *text);
-    hub.scopes.for_each([&](Scope& s) {
+    if (auto text = server.drops.summary(now)) DTRAIN_WARN(rdzv, "rendezvous: {}", *text);
+    server.scopes.for_each([&](Scope& s) {
       srv::close_if_ready(s, now);
       srv::send_join_progress(s, now);
       srv::check_heartbeats(s, now);
     });
-    srv::drain_pumps(hub);
+    srv::drain_pumps(server);
   }
 
   // Parked requests get a last word, so a waiting agent can say what it was waiting for.
   void answer_parked() {
-    hub.scopes.for_each([](Scope& sc) {
+    server.scopes.for_each([](Scope& sc) {
       std::string joining = fmt::format("the rendezvous stopped before the join barrier closed: {} of {} nodes joined; {}",
                                         sc.join.joined(), sc.join.instances(), sc.join.missing_text());
       for (Conn* w : srv::Waiters(sc.joiners)) {
@@ -77,7 +77,7 @@ struct Server::Impl {
         srv::send_error(*w, wire::ErrorCode::shutting_down, joining);
       }
     });
-    for (Conn* c : hub.conns)
+    for (Conn* c : server.conns)
       if (c->park != srv::Park::none) {
         srv::unpark(*c, false);
         srv::send_error(*c, wire::ErrorCode::shutting_down, "the rendezvous is shutting down");
@@ -85,14 +85,14 @@ struct Server::Impl {
   }
 
   void begin_stop() {
-    if (hub.stopping) return;
-    hub.stopping = true;
+    if (server.stopping) return;
+    server.stopping = true;
     listener.close();
     tick.close();
     async.close();
     answer_parked();
     // Flush what is queued, then close; the grace timer closes whatever does not flush in time.
-    auto all = hub.conns;
+    auto all = server.conns;
     for (Conn* c : all) srv::close_conn(*c, srv::Close::after_flush);
     stop_timer.init([&](uv_timer_t* t) { return uv_timer_init(&loop, t); }, this);
     if (!stop_timer) return;
@@ -128,8 +128,8 @@ struct Server::Impl {
     // least 64, left for everything else this process holds), so accept() never fails for want of one.
     long files = sys::raise_fd_limit();
     long room = std::max(16L, files - std::max(64L, files / 4));
-    hub.max_conns = std::min<std::size_t>(opts.max_connections, std::size_t(room));
-    bound_port = srv::listen_on(hub, listener);
+    server.max_conns = std::min<std::size_t>(opts.max_connections, std::size_t(room));
+    bound_port = srv::listen_on(server, listener);
     int rc = async.init([&](uv_async_t* a) {
       return uv_async_init(&loop, a, [](uv_async_t* h) noexcept { static_cast<Impl*>(h->data)->begin_stop(); });
     }, this);
@@ -145,8 +145,8 @@ struct Server::Impl {
       }
     }, std::uint64_t(kTick.count()), std::uint64_t(kTick.count()));
     DTRAIN_INFO(rdzv, "rendezvous: listening on {}:{}{}, at most {} connections ({} in the handshake)", opts.host,
-                bound_port, opts.token.empty() ? " (no token)" : " (token required)", hub.max_conns,
-                std::min(hub.max_conns, opts.max_pending));
+                bound_port, opts.token.empty() ? " (no token)" : " (token required)", server.max_conns,
+                std::min(server.max_conns, opts.max_pending));
   }
 
   void teardown() {
@@ -156,7 +156,7 @@ struct Server::Impl {
     async.close();
     stop_timer.close();
     uv_run(&loop, UV_RUN_DEFAULT);  // close callbacks
-    hub.scopes.clear();
+    server.scopes.clear();
     if (uv_loop_close(&loop) != 0) DTRAIN_WARN(rdzv, "rendezvous: loop closed with handles still open");
     loop_inited = false;
   }

@@ -5,7 +5,7 @@
 #include "dispatch.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/log.hpp"
-#include "hub.hpp"
+#include "server_state.hpp"
 #include "scope.hpp"
 
 namespace dtrain::rdzv::srv {
@@ -53,7 +53,7 @@ void arm_idle(Conn& c, std::chrono::milliseconds timeout) {
   c.idle_armed = true;
   uv_timer_start(c.idle.get(), [](uv_timer_t* t) noexcept {
     auto& conn = *static_cast<Conn*>(t->data);
-    const auto& opts = conn.hub->opts;
+    const auto& opts = conn.server->opts;
     if (!conn.hs.ready())
       drop(conn, fmt::format("did not finish the handshake within {} ms", opts.handshake_timeout.count()));
     else
@@ -75,7 +75,7 @@ void pump(Conn& c) {
   if (c.closing) return;
   if (c.hs.ready()) {
     if (!c.dec.partial()) disarm_idle(c);
-    else if (!c.idle_armed || completed) arm_idle(c, c.hub->opts.frame_timeout);
+    else if (!c.idle_armed || completed) arm_idle(c, c.server->opts.frame_timeout);
   }
 }
 
@@ -109,26 +109,26 @@ void on_read(Conn& c, ssize_t n, const uv_buf_t* buf) noexcept {
 // sent a whole hello yet (a client answering the challenge is one round trip from done), else the
 // oldest of all. So silent connections never push out a client that is proving itself, and a
 // newcomer always gets its turn.
-Conn& eviction_victim(Hub& hub, const Conn& newest) {
-  for (Conn* c : hub.pending)
+Conn& eviction_victim(ServerState& server, const Conn& newest) {
+  for (Conn* c : server.pending)
     if (c != &newest && c->hs.stage() == Handshake::Stage::hello) return *c;
-  return *hub.pending.front();
+  return *server.pending.front();
 }
 
 // Past the caps, a connection still in the handshake makes room (see accept_conn).
-void shed_load(Hub& hub, Conn& newest) {
-  while (!hub.pending.empty() && (hub.conns.size() > hub.max_conns || hub.pending.size() > hub.opts.max_pending)) {
-    Conn& victim = eviction_victim(hub, newest);
-    if (hub.conns.size() > hub.max_conns)
+void shed_load(ServerState& server, Conn& newest) {
+  while (!server.pending.empty() && (server.conns.size() > server.max_conns || server.pending.size() > server.opts.max_pending)) {
+    Conn& victim = eviction_victim(server, newest);
+    if (server.conns.size() > server.max_conns)
       drop(victim, &victim == &newest
-                       ? fmt::format("turned away: {} connections are open, the server's limit", hub.max_conns)
+                       ? fmt::format("turned away: {} connections are open, the server's limit", server.max_conns)
                        : fmt::format("evicted before finishing its handshake: {} connections are open, the server's "
                                      "limit, and a newer one needs the room",
-                                     hub.max_conns));
+                                     server.max_conns));
     else
       drop(victim, fmt::format("evicted before finishing its handshake: over {} connections were in the handshake "
                                "at once (the oldest without a hello goes first)",
-                               hub.opts.max_pending));
+                               server.opts.max_pending));
   }
 }
 
@@ -147,14 +147,14 @@ void start_reading(Conn& c) {
 // A new connection whose socket `attach` gives it (uv_accept, uv_tcp_open): registered, its
 // handshake deadline running, reading. Null when it could not be set up (then closed).
 template <class Attach>
-Conn* new_conn(Hub& hub, Attach&& attach) {
+Conn* new_conn(ServerState& server, Attach&& attach) {
   auto* c = new Conn;
-  c->hub = &hub;
-  uv_tcp_init(hub.loop, &c->tcp);
+  c->server = &server;
+  uv_tcp_init(server.loop, &c->tcp);
   c->tcp.data = c;
-  hub.conns.push_front(c);
-  c->self = hub.conns.begin();
-  c->pending_self = hub.pending.insert(hub.pending.end(), c);
+  server.conns.push_front(c);
+  c->self = server.conns.begin();
+  c->pending_self = server.pending.insert(server.pending.end(), c);
   if (attach(*c) < 0) {
     close_conn(*c);
     return nullptr;
@@ -162,35 +162,35 @@ Conn* new_conn(Hub& hub, Attach&& attach) {
   sockaddr_storage ss{};
   int len = sizeof ss;
   if (uv_tcp_getpeername(&c->tcp, reinterpret_cast<sockaddr*>(&ss), &len) == 0) c->peer = net::endpoint_text(ss);
-  if (c->idle.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 ||
-      c->wait.init([&](uv_timer_t* t) { return uv_timer_init(hub.loop, t); }, c) < 0 || hub.stopping) {
+  if (c->idle.init([&](uv_timer_t* t) { return uv_timer_init(server.loop, t); }, c) < 0 ||
+      c->wait.init([&](uv_timer_t* t) { return uv_timer_init(server.loop, t); }, c) < 0 || server.stopping) {
     close_conn(*c);
     return nullptr;
   }
-  arm_idle(*c, hub.opts.handshake_timeout);
+  arm_idle(*c, server.opts.handshake_timeout);
   start_reading(*c);
-  shed_load(hub, *c);
+  shed_load(server, *c);
   return c->closing ? nullptr : c;
 }
 
 }  // namespace
 
-void accept_conn(Hub& hub, uv_stream_t* listener) {
-  new_conn(hub, [&](Conn& c) {
+void accept_conn(ServerState& server, uv_stream_t* listener) {
+  new_conn(server, [&](Conn& c) {
     int rc = uv_accept(listener, stream(c));
     if (rc == 0) uv_tcp_nodelay(&c.tcp, 1);
     return rc;
   });
 }
 
-Conn* open_conn(Hub& hub, int fd) {
-  return new_conn(hub, [&](Conn& c) { return uv_tcp_open(&c.tcp, fd); });
+Conn* open_conn(ServerState& server, int fd) {
+  return new_conn(server, [&](Conn& c) { return uv_tcp_open(&c.tcp, fd); });
 }
 
 void authenticated(Conn& c) {
   disarm_idle(c);
   c.dec.set_max_frame(wire::kMaxFrame);
-  if (c.pending) c.hub->pending.erase(c.pending_self);
+  if (c.pending) c.server->pending.erase(c.pending_self);
   c.pending = false;
 }
 
@@ -202,7 +202,7 @@ void receive(Conn& c, const std::uint8_t* data, std::size_t n) {
   }
   c.dec.feed(data, n);
   pump(c);
-  drain_pumps(*c.hub);
+  drain_pumps(*c.server);
 }
 
 void send_shared(Conn& c, std::shared_ptr<const Bytes> encoded) { write(c, {}, std::move(encoded)); }
@@ -228,8 +228,8 @@ void close_conn(Conn& c, Close how) {
   c.closing = true;
   c.idle.close();
   c.wait.close();
-  c.hub->conns.erase(c.self);
-  if (c.pending) c.hub->pending.erase(c.pending_self);
+  c.server->conns.erase(c.self);
+  if (c.pending) c.server->pending.erase(c.pending_self);
   c.pending = false;
   if (how == Close::now) return uv_close(handle(c), free_conn);
   uv_read_stop(stream(c));
@@ -260,14 +260,14 @@ void disarm_idle(Conn& c) {
 void drop(Conn& c, std::string_view reason) {
   if (c.closing) return;
   std::string line = fmt::format("{}{}: {}", c.peer, c.hs.name().empty() ? "" : " ('" + c.hs.name() + "')", reason);
-  if (c.hub->drops.admit(DropLog::Clock::now(), line)) DTRAIN_WARN(rdzv, "rendezvous: dropped {}", line);
+  if (c.server->drops.admit(DropLog::Clock::now(), line)) DTRAIN_WARN(rdzv, "rendezvous: dropped {}", line);
   close_conn(c);
 }
 
-void drain_pumps(Hub& hub) {
-  while (!hub.pump_queue.empty()) {
-    auto q = std::move(hub.pump_queue);
-    hub.pump_queue.clear();
+void drain_pumps(ServerState& server) {
+  while (!server.pump_queue.empty()) {
+    auto q = std::move(server.pump_queue);
+    server.pump_queue.clear();
     for (Conn* c : q) {
       if (c->closing) continue;
       try {

@@ -22,14 +22,14 @@ struct Node;
 
 namespace dtrain::rdzv::srv {
 
-struct Hub;
+struct ServerState;
 struct Scope;
 
 // What a parked connection waits for.
 enum class Park { none, get, barrier, join, watch, leave };
 
 struct Conn {
-  Hub* hub = nullptr;
+  ServerState* server = nullptr;
   uv_tcp_t tcp{};             // owns the Conn: the close callback deletes it
   UvHandle<uv_timer_t> idle;  // handshake deadline, then "stalled mid-frame" deadline
   UvHandle<uv_timer_t> wait;  // parked request timeout
@@ -43,20 +43,20 @@ struct Conn {
   std::int64_t park_timeout_ms = 0;
   bool closing = false;
   bool idle_armed = false;
-  bool pending = true;                 // still in the handshake (in Hub::pending)
-  std::list<Conn*>::iterator self;     // in Hub::conns
-  std::list<Conn*>::iterator pending_self;  // in Hub::pending while `pending`
+  bool pending = true;                 // still in the handshake (in ServerState::pending)
+  std::list<Conn*>::iterator self;     // in ServerState::conns
+  std::list<Conn*>::iterator pending_self;  // in ServerState::pending while `pending`
 };
 
 // Accepts a pending connection from the listener and starts its handshake deadline. Past the
-// server's caps (Hub::max_conns open, opts.max_pending in the handshake) a connection still in the
+// server's caps (ServerState::max_conns open, opts.max_pending in the handshake) a connection still in the
 // handshake is dropped to make room: the oldest other than the newcomer that has not sent a whole
 // hello yet, else the oldest; the newcomer itself when every other one is through.
-void accept_conn(Hub& hub, uv_stream_t* listener);
+void accept_conn(ServerState& server, uv_stream_t* listener);
 // The same for a socket already connected (tests, the store fuzzer): null when it could not be set
 // up. The connection owns `fd` from then on.
-Conn* open_conn(Hub& hub, int fd);
-// The handshake succeeded: no more handshake deadline, the full frame size, out of Hub::pending.
+Conn* open_conn(ServerState& server, int fd);
+// The handshake succeeded: no more handshake deadline, the full frame size, out of ServerState::pending.
 void authenticated(Conn& c);
 // Bytes read from the peer: decoded and handled frame by frame (the libuv read callback's body).
 // Throws wire::ProtocolError for a malformed frame (the caller drops the peer).
@@ -81,7 +81,7 @@ void drop(Conn& c, std::string_view reason);
 void disarm_idle(Conn& c);
 
 // Processes the frames of connections unparked since (queued by unpark), until none is left.
-void drain_pumps(Hub& hub);
+void drain_pumps(ServerState& server);
 
 // The IP part of "ip:port" / "[ip6]:port".
 std::string ip_of(const std::string& peer);

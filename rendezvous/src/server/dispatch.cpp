@@ -5,7 +5,7 @@
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/text.hpp"
 #include "handlers.hpp"
-#include "hub.hpp"
+#include "server_state.hpp"
 #include "refused.hpp"
 #include "scope.hpp"
 
@@ -44,13 +44,13 @@ constexpr std::array<Handler, 256> kHandlers = make_table();
 void refuse(Conn& c, std::string_view reason) {
   std::string line = fmt::format("{}{} (run '{}'): {}", c.peer, c.hs.name().empty() ? "" : " ('" + c.hs.name() + "')",
                                  text::printable(c.hs.run_id(), 128), reason);
-  if (c.hub->drops.admit(DropLog::Clock::now(), line)) DTRAIN_WARN(rdzv, "rendezvous: refused {}", line);
+  if (c.server->drops.admit(DropLog::Clock::now(), line)) DTRAIN_WARN(rdzv, "rendezvous: refused {}", line);
   send_error(c, wire::ErrorCode::auth, reason);
   close_conn(c, Close::after_flush);
 }
 
 void handshake_step(Conn& c, const Frame& f) {
-  auto step = c.hs.step(f, c.hub->opts);
+  auto step = c.hs.step(f, c.server->opts);
   switch (step.kind) {
     case Handshake::Step::Kind::reply: return send(c, step.reply);
     case Handshake::Step::Kind::refuse: return refuse(c, step.reason);
@@ -58,7 +58,7 @@ void handshake_step(Conn& c, const Frame& f) {
   }
   authenticated(c);
   attach(c);
-  send(c, c.hs.welcome(ip_of(c.peer), c.hub->opts));
+  send(c, c.hs.welcome(ip_of(c.peer), c.server->opts));
   DTRAIN_DEBUG(rdzv, "rendezvous: {} ('{}') joined run '{}' generation {}", c.peer, c.hs.name(), c.hs.run_id(),
                c.hs.generation());
 }

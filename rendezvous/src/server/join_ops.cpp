@@ -9,7 +9,7 @@
 
 #include "dtrain/common/log.hpp"
 #include "handlers.hpp"
-#include "hub.hpp"
+#include "server_state.hpp"
 #include "refused.hpp"
 #include "scope.hpp"
 
@@ -82,8 +82,8 @@ void send_moved(Conn& c, std::int64_t generation, const std::string& why) {
 // An elastic JOIN to a generation that is not the one gathering nodes: the generation to join
 // instead (ending the running one with a "joined" event when there is room), or nullopt to join
 // here. Refuses a job at its maximum or one whose nodes are finishing.
-std::optional<std::int64_t> elastic_target(Hub& hub, const Scope& s, const JoinRequest& req) {
-  Scope* latest = hub.scopes.latest_with_nodes(s.run_id);
+std::optional<std::int64_t> elastic_target(ServerState& server, const Scope& s, const JoinRequest& req) {
+  Scope* latest = server.scopes.latest_with_nodes(s.run_id);
   if (latest == nullptr) return std::nullopt;  // the first node of the run
   std::int64_t target = latest->generation;
   if (latest->join.closed()) {
@@ -100,7 +100,7 @@ void on_join(Conn& c, const Frame& f) {
   auto req = JoinRequest::parse(f);
   if (c.node != nullptr) throw Refused(ErrorCode::bad_request, "this connection already joined");
   if (req.elastic()) {
-    if (auto to = elastic_target(*c.hub, s, req)) return send_moved(c, *to, fmt::format("join generation {}", *to));
+    if (auto to = elastic_target(*c.server, s, req)) return send_moved(c, *to, fmt::format("join generation {}", *to));
   }
   try {
     c.node = &s.join.add(req, ip_of(c.peer));

@@ -7,7 +7,7 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
-#include "hub.hpp"
+#include "server_state.hpp"
 
 namespace dtrain::rdzv::srv {
 
@@ -16,13 +16,13 @@ namespace {
 std::string uv_text(int rc) { return uv_strerror(rc); }
 
 void on_connection(uv_stream_t* s, int status) noexcept {
-  auto& hub = *static_cast<Hub*>(s->data);
+  auto& server = *static_cast<ServerState*>(s->data);
   if (status < 0) {
     DTRAIN_WARN(rdzv, "rendezvous: accept failed: {}", uv_text(status));
     return;
   }
   try {
-    accept_conn(hub, s);
+    accept_conn(server, s);
   } catch (const std::exception& e) {
     DTRAIN_WARN(rdzv, "rendezvous: accept: {}", e.what());
   }
@@ -38,8 +38,8 @@ int bound_port(uv_tcp_t* tcp) {
 
 }  // namespace
 
-int listen_on(Hub& hub, UvHandle<uv_tcp_t>& listener) {
-  const auto& opts = hub.opts;
+int listen_on(ServerState& server, UvHandle<uv_tcp_t>& listener) {
+  const auto& opts = server.opts;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -50,7 +50,7 @@ int listen_on(Hub& hub, UvHandle<uv_tcp_t>& listener) {
   if (g != 0)
     throw IoError(fmt::format("rendezvous: cannot resolve listen address '{}': {}", opts.host, ::gai_strerror(g)));
   std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-  int rc = listener.init([&](uv_tcp_t* t) { return uv_tcp_init(hub.loop, t); }, &hub);
+  int rc = listener.init([&](uv_tcp_t* t) { return uv_tcp_init(server.loop, t); }, &server);
   if (rc < 0) throw IoError(fmt::format("rendezvous: tcp init: {}", uv_text(rc)));
   rc = uv_tcp_bind(listener.get(), res->ai_addr, 0);
   if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(listener.get()), opts.backlog, on_connection);

@@ -7,10 +7,10 @@
 
 namespace dtrain::rdzv::srv {
 
-struct Hub;
+struct ServerState;
 
-// Binds hub.opts.host:port on hub.loop and listens; returns the bound port (the free one picked for
+// Binds server.opts.host:port on server.loop and listens; returns the bound port (the free one picked for
 // port 0). Throws IoError naming the address and what to do (in use, no such interface).
-int listen_on(Hub& hub, UvHandle<uv_tcp_t>& listener);
+int listen_on(ServerState& server, UvHandle<uv_tcp_t>& listener);
 
 }  // namespace dtrain::rdzv::srv

@@ -2,7 +2,7 @@
 // (liveness.hpp), event log (event_log.hpp), exit barrier (exit_barrier.hpp) and status (status.hpp).
 #include "dtrain/common/log.hpp"
 #include "handlers.hpp"
-#include "hub.hpp"
+#include "server_state.hpp"
 #include "liveness.hpp"
 #include "refused.hpp"
 #include "scope.hpp"
@@ -109,14 +109,14 @@ void on_status(Conn& c, const Frame& f) {
   if (run.empty()) run = c.hs.run_id();
   RunStatus st;
   st.run_id = run;
-  if (const Scope* best = c.hub->scopes.latest_with_nodes(run))
+  if (const Scope* best = c.server->scopes.latest_with_nodes(run))
     st = run_status(run, best->generation, best->join, best->events, Clock::now());
   send(c, Frame(Op::value).bytes(pack_run_status(st)));
 }
 
 void on_list_runs(Conn& c, const Frame&) {
   Frame r(Op::value);
-  for (const auto& run : c.hub->scopes.runs_with_nodes()) r.str(run);
+  for (const auto& run : c.server->scopes.runs_with_nodes()) r.str(run);
   send(c, r);
 }
 

@@ -4,7 +4,7 @@
 
 #include "handlers.hpp"
 #include "refused.hpp"
-#include "hub.hpp"
+#include "server_state.hpp"
 
 namespace dtrain::rdzv::srv {
 
@@ -77,10 +77,10 @@ std::vector<std::string> Scopes::runs_with_nodes() const {
 }
 
 void attach(Conn& c) {
-  Hub& hub = *c.hub;
-  c.scope = &hub.scopes.open(c.hs.run_id(), c.hs.generation());
+  ServerState& server = *c.server;
+  c.scope = &server.scopes.open(c.hs.run_id(), c.hs.generation());
   ++c.scope->conns;
-  hub.scopes.collect(c.hs.run_id());  // a new generation frees the unused older ones
+  server.scopes.collect(c.hs.run_id());  // a new generation frees the unused older ones
 }
 
 void detach(Conn& c) {
@@ -91,12 +91,12 @@ void detach(Conn& c) {
     c.node = nullptr;
     if (!s->join.closed()) {
       s->join.remove(*n);
-    } else if (!c.hub->stopping && !n->left && !n->lost && !s->exit.finished() && !s->events.fatal()) {
+    } else if (!c.server->stopping && !n->left && !n->lost && !s->exit.finished() && !s->events.fatal()) {
       declare_lost(*s, *n, "its connection closed without leaving (agent killed or host down)");
     }
   }
   c.scope = nullptr;
-  if (--s->conns == 0) c.hub->scopes.collect(s->run_id);
+  if (--s->conns == 0) c.server->scopes.collect(s->run_id);
 }
 
 }  // namespace dtrain::rdzv::srv

@@ -2,7 +2,7 @@
 // scope's key-value table (kv_table.hpp) and store barriers (store_barrier.hpp), with blocking GETs
 // and barrier waits parked (wait_list.hpp).
 #include "handlers.hpp"
-#include "hub.hpp"
+#include "server_state.hpp"
 #include "scope.hpp"
 
 namespace dtrain::rdzv::srv {

@@ -1,7 +1,7 @@
 #include "wait_list.hpp"
 
 #include "handlers.hpp"
-#include "hub.hpp"
+#include "server_state.hpp"
 #include "scope.hpp"
 
 namespace dtrain::rdzv::srv {
@@ -48,7 +48,7 @@ void park(Conn& c, Park what, std::string key, std::int64_t timeout_ms) {
     auto& conn = *static_cast<Conn*>(t->data);
     try {
       on_timeout(conn);
-      drain_pumps(*conn.hub);
+      drain_pumps(*conn.server);
     } catch (const std::exception& e) {
       drop(conn, fmt::format("internal error at timeout: {}", e.what()));
     }
@@ -60,7 +60,7 @@ void unpark(Conn& c, bool resume) {
   if (c.scope != nullptr) remove_from_scope(c, *c.scope);
   c.park = Park::none;
   if (c.wait) uv_timer_stop(c.wait.get());
-  if (resume && !c.closing && c.dec.buffered() > 0) c.hub->pump_queue.push_back(&c);
+  if (resume && !c.closing && c.dec.buffered() > 0) c.server->pump_queue.push_back(&c);
 }
 
 void release_all(Waiters waiters, const std::shared_ptr<const Bytes>& reply) {

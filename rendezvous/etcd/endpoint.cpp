@@ -1,4 +1,4 @@
-#include "session.hpp"
+#include "endpoint.hpp"
 
 #include <unistd.h>
 
@@ -53,7 +53,7 @@ Handle::Handle() : curl(curl_easy_init()) {
 
 Handle::~Handle() { curl_easy_cleanup(curl); }
 
-Session::Session(Options opts) : opts_(std::move(opts)) {
+Endpoint::Endpoint(Options opts) : opts_(std::move(opts)) {
   global_init();
   std::string_view ep = opts_.endpoint;
   if (ep.rfind("https://", 0) == 0) {
@@ -78,7 +78,7 @@ Session::Session(Options opts) : opts_(std::move(opts)) {
   check_readable(opts_.key, "client key");
 }
 
-std::unique_ptr<Handle> Session::new_handle(bool stream) const {
+std::unique_ptr<Handle> Endpoint::new_handle(bool stream) const {
   auto h = std::make_unique<Handle>();
   CURL* c = h->curl;
   setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -102,7 +102,7 @@ std::unique_ptr<Handle> Session::new_handle(bool stream) const {
   return h;
 }
 
-Headers Session::prepare(Handle& h, std::string_view path, const std::string& body, const std::string& token) const {
+Headers Endpoint::prepare(Handle& h, std::string_view path, const std::string& body, const std::string& token) const {
   Headers hdrs;
   auto add = [&](const std::string& line) {
     curl_slist* l = curl_slist_append(hdrs.get(), line.c_str());
@@ -122,7 +122,7 @@ Headers Session::prepare(Handle& h, std::string_view path, const std::string& bo
   return hdrs;
 }
 
-long Session::perform(Handle& h, std::string_view path, const std::string& body, const std::string& token) {
+long Endpoint::perform(Handle& h, std::string_view path, const std::string& body, const std::string& token) {
   Headers hdrs = prepare(h, path, body, token);
   CURLcode rc = curl_easy_perform(h.curl);
   curl_easy_setopt(h.curl, CURLOPT_HTTPHEADER, nullptr);
@@ -132,7 +132,7 @@ long Session::perform(Handle& h, std::string_view path, const std::string& body,
   return status;
 }
 
-std::string Session::get(Handle& h, std::string_view path) {
+std::string Endpoint::get(Handle& h, std::string_view path) {
   h.received.clear();
   h.errbuf[0] = '\0';
   setopt(h.curl, CURLOPT_URL, (url_ + std::string(path)).c_str());
@@ -145,7 +145,7 @@ std::string Session::get(Handle& h, std::string_view path) {
   return h.received;
 }
 
-gw::json Session::call(Handle& h, std::string_view path, const gw::json& body, int tolerated) {
+gw::json Endpoint::call(Handle& h, std::string_view path, const gw::json& body, int tolerated) {
   std::string text = body.dump();
   std::string tok = token(h);
   for (bool retried = false;; retried = true) {
@@ -166,14 +166,14 @@ gw::json Session::call(Handle& h, std::string_view path, const gw::json& body, i
   }
 }
 
-std::string Session::token(Handle& h, const std::string& stale) {
+std::string Endpoint::token(Handle& h, const std::string& stale) {
   if (opts_.user.empty()) return {};
   std::lock_guard lock(token_mu_);
   if (token_.empty() || token_ == stale) token_ = authenticate(h);
   return token_;
 }
 
-std::string Session::authenticate(Handle& h) {
+std::string Endpoint::authenticate(Handle& h) {
   static constexpr std::string_view kPath = "/v3/auth/authenticate";
   long status = perform(h, kPath, gw::json{{"name", opts_.user}, {"password", opts_.password}}.dump(), {});
   auto reply = gw::json::parse(h.received, nullptr, false);
@@ -193,7 +193,7 @@ std::string Session::authenticate(Handle& h) {
   return reply["token"].get<std::string>();
 }
 
-void Session::throw_transport(const Handle& h, CURLcode rc, std::string_view path) const {
+void Endpoint::throw_transport(const Handle& h, CURLcode rc, std::string_view path) const {
   std::string why = h.errbuf[0] != '\0' ? std::string(h.errbuf) : curl_easy_strerror(rc);
   auto where = fmt::format("etcd {} ({})", endpoint_, path);
   curl_off_t connected_us = 0;
@@ -230,7 +230,7 @@ void Session::throw_transport(const Handle& h, CURLcode rc, std::string_view pat
   }
 }
 
-void Session::throw_reply(std::string_view path, const gw::ErrorReply& e) const {
+void Endpoint::throw_reply(std::string_view path, const gw::ErrorReply& e) const {
   if (gw::auth_refused(e) || gw::token_invalid(e))
     throw AuthError(fmt::format("etcd {} ({}) refused {}: {}; check the etcd user, password and the user's role",
                                 endpoint_, path, opts_.user.empty() ? std::string("us (no user given)") : "user '" + opts_.user + "'",

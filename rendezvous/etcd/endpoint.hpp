@@ -31,11 +31,11 @@ struct SlistFree {
 };
 using Headers = std::unique_ptr<curl_slist, SlistFree>;
 
-class Session {
+class Endpoint {
  public:
   // Throws ConfigError for an endpoint that is not [http[s]://]host:port, TLS files that cannot be
   // read, a certificate without its key, or TLS files with an http endpoint.
-  explicit Session(Options opts);
+  explicit Endpoint(Options opts);
 
   const Options& options() const { return opts_; }
   const std::string& endpoint() const { return endpoint_; }  // "host:port"

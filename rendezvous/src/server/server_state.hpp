@@ -13,8 +13,8 @@
 
 namespace dtrain::rdzv::srv {
 
-struct Hub {
-  explicit Hub(ServerOptions o)
+struct ServerState {
+  explicit ServerState(ServerOptions o)
       : opts(std::move(o)),
         scopes(KvLimits{opts.max_keys_per_run, opts.max_bytes_per_run}, KvLimits{opts.max_keys_total, opts.max_bytes_total}) {}
 
