@@ -83,7 +83,8 @@ std::string indexed_job_master(const Environment& env, int index, Problems& out)
 }
 
 // JOB_COMPLETION_INDEX is this node's rank (RANK, when set too, must agree); the master is
-// MASTER_ADDR when set, else index 0's host name. The node count is not in a pod's env.
+// MASTER_ADDR when set, else index 0's host name. The node count is not in a pod's env, except
+// where a Kubeflow TrainJob (a JobSet) sets PET_NNODES.
 void apply_indexed_job(std::optional<EnvIdentity>& e, const Environment& env, Problems& out) {
   if (env.get("JOB_COMPLETION_INDEX") == nullptr) return;
   auto index = env_int(env, "JOB_COMPLETION_INDEX", "kubernetes: this pod's completion index", 0, 65535, out);
@@ -108,6 +109,8 @@ void apply_indexed_job(std::optional<EnvIdentity>& e, const Environment& env, Pr
     return;
   }
   e->node_rank = Sourced{*index, "kubernetes", "JOB_COMPLETION_INDEX"};
+  if (const std::string* n = env.get("PET_NNODES"); n != nullptr && !e->instances)  // a Kubeflow TrainJob's
+    if (auto count = pet_nnodes_count(*n)) e->instances = Sourced{*count, "kubernetes", "PET_NNODES"};
   e->needs_count = !e->instances;
   if (e->master.empty()) e->master = indexed_job_master(env, *index, out);
 }

@@ -92,6 +92,17 @@ TEST_SUITE("config::identity kubernetes") {
     CHECK(discover_identity(spec_of(kThree), {}, env).master_addr == "js-workers-0-0.js.ns.svc.cluster.local");
   }
 
+  TEST_CASE("Kubeflow TrainJob (a JobSet): PET_NNODES with JOB_COMPLETION_INDEX, no MASTER_ADDR or RANK") {
+    auto env = env_of({{"JOB_COMPLETION_INDEX", "1"}, {"JOB_INDEX", "0"}, {"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"},
+                       {"PET_NPROC_PER_NODE", "4"}, {"PET_MASTER_ADDR", "tj-node-0-0.tj"}, {"PET_MASTER_PORT", "29500"}},
+                      "tj-node-0-1.tj.default.svc.cluster.local");
+    auto id = discover_identity(spec_of(), {}, env);
+    CHECK(id.instances == 2);
+    CHECK(id.node_rank == 1);
+    CHECK(id.master_addr == "tj-node-0-0.tj.default.svc.cluster.local");
+    CHECK(id.source == "kubernetes");
+  }
+
   TEST_CASE("indexed Job: MASTER_ADDR and WORLD_SIZE of the manifest, and RANK agreeing") {
     auto env = env_of({{"JOB_COMPLETION_INDEX", "1"}, {"MASTER_ADDR", "train-0.svc"}, {"WORLD_SIZE", "2"}}, "elsewhere");
     auto id = discover_identity(spec_of(), {}, env);
