@@ -3,7 +3,8 @@
 # what a pod gets (env -i: the variables Kubeflow's PyTorchJob or an indexed Job set, the pod's
 # host name, and a hosts file as the kubelet and the cluster DNS answer),
 # runs `dtrain launch job.json` with no identity flag, and the three must form one job whose
-# c_allreduce workers allreduce across the hosts. Node ranks, the node count and the master come
+# c_allreduce workers allreduce across the hosts: a PyTorchJob before and since training-operator
+# 1.8, and an indexed Job with a headless service. Node ranks, the node count and the master come
 # from that env alone, so a wrong identity fails the case (a duplicate rank, a wrong size, a master
 # that does not resolve). Exit 77 (reason printed) where namespaces cannot be made.
 #
@@ -129,17 +130,20 @@ check pt18 2 "pt-master-0:29400"
 
 # 3. indexed Job "ij" (completions 3) with headless Service "ij-svc" as the pods' subdomain: host
 # names ij-0..2, the kubelet's line for the pod's own fully qualified name, JOB_COMPLETION_INDEX;
-# the node count is the ConfigMap's (cluster.instances)
+# the node count is the ConfigMap's (cluster.instances). Node 0's name enters the other pods' DNS
+# 2 s after they start (a headless service publishes a pod once it is ready): they wait for it.
 fq() { echo "ij-$1.ij-svc.default.svc.cluster.local"; }
 for i in 0 1 2; do
   lines=("$(addr "$i") $(fq "$i") ij-$i")
-  for j in 0 1 2; do [ "$j" = "$i" ] || lines+=("$(addr "$j") $(fq "$j")"); done
+  for j in 1 2; do [ "$j" = "$i" ] || lines+=("$(addr "$j") $(fq "$j")"); done
   hosts_file "$i" "${lines[@]}"
 done
 job ij 1 ', "instances": 3'
 pod 1 ij-1 ij JOB_COMPLETION_INDEX=1
 pod 2 ij-2 ij JOB_COMPLETION_INDEX=2
 pod 0 ij-0 ij JOB_COMPLETION_INDEX=0
+sleep 2
+for i in 1 2; do echo "$(addr 0) $(fq 0)" >>"/etc/netns/$prefix-n$i/hosts"; done
 check ij 1 "$(fq 0):29400"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
