@@ -163,29 +163,18 @@ TEST_SUITE("cli::cmd_plan") {
     CHECK(r.out.find("     7     1      3") != std::string::npos);
   }
 
-  TEST_CASE("--json: one object with the contract keys and values") {
+  TEST_CASE("--json: the plan as one JSON object, the spec's values and the flags applied") {
+    // Every key of the object: plan_to_json in tests/config/test_plan.cpp. Here: the CLI prints it
+    // whole, for this spec file and --node-rank.
     auto r = run({DTRAIN_BIN, "plan", DTRAIN_SOURCE_DIR "/examples/jobs/bert-dp.json", "--json", "--node-rank", "1",
                   "--insecure"});
     INFO(r.err);
     REQUIRE(r.status == 0);
     json j = json::parse(r.out);
-    CHECK(j["world_size"] == 8);
-    CHECK(j["instances"] == 2);
-    CHECK(j["procs_per_instance"] == 4);
     CHECK(j["node_rank"] == 1);
-    CHECK(j["master_addr"] == "10.0.0.1");
-    CHECK(j["identity_source"] == "spec+flags");
-    CHECK(j["batch"]["global"] == 256);
-    CHECK(j["batch"]["per_replica"] == 32);
-    CHECK(j["batch"]["micro_batches"] == 4);
-    CHECK(j["batch"]["micro_batch_size"] == 8);
-    CHECK(j["batch"]["iterations_per_epoch"] == 20);
-    CHECK(j["batch"]["total_iterations"] == 200);
-    REQUIRE(j["ranks"].size() == 8);
     CHECK(j["ranks"][6] == json{{"rank", 6}, {"node_rank", 1}, {"local_rank", 2}, {"dp_rank", 6}, {"pp_rank", 0}, {"tp_rank", 0}});
-    CHECK(j["command"][0] == "python3");
+    CHECK(j["batch"]["total_iterations"] == 200);
     CHECK(j["env"]["OMP_NUM_THREADS"] == "4");
-    CHECK(j["restart"]["max_restarts"] == 3);
   }
 
   TEST_CASE("overrides: --set, --nodes, --nproc-per-node, --rdzv, --token-file") {

@@ -26,6 +26,7 @@
 #include "dtrain/common/system.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/run_status.hpp"
 
 extern char** environ;
 
@@ -35,6 +36,9 @@ using agent_test::TempDir;
 namespace fs = std::filesystem;
 
 inline int free_port() { return dtrain::net::pick_free_port("127.0.0.1"); }
+
+// examples/c_allreduce, built with these tests (C_ALLREDUCE, tests/multinode/CMakeLists.txt).
+inline fs::path allreduce_worker() { return C_ALLREDUCE; }
 
 // Until something listens on 127.0.0.1:port.
 inline bool listening(int port) {
@@ -149,5 +153,37 @@ struct Job {
     return agent_test::wait_until([&] { return agent_test::procs_with_env("MN_MARKER=" + marker).empty(); }, 20);
   }
 };
+
+// An elastic 2:4 job: its instances, the rest of its spec, and its workers' script (generation 0
+// proves its collectives, then runs until the job changes; later generations prove theirs and end).
+inline constexpr const char* kElastic = R"({"min": 2, "max": 4})";
+inline constexpr const char* kElasticExtra = R"(, "batch": {"global": 24}, "restart": {"max_restarts": 2})";
+inline std::string elastic_script() {
+  return fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then '{0}' --count 1000 --iters 2 || exit 9; exec sleep 60; fi; "
+                     "exec '{0}' --count 1000 --iters 2",
+                     allreduce_worker().string());
+}
+
+// After node `lost` of an elastic job of three 2-slot nodes is gone: nodes a and b finish, their
+// generation 1 is 4 ranks on 2 nodes (the global batch of 24 kept, 6 per replica) whose collectives
+// worked, and node a says the job goes on without `lost`.
+inline void check_went_on_with_two(const Job& j, Node& a, Node& b, int lost) {
+  CHECK_MESSAGE(finish(a, 90) == 0, err_of(a));
+  CHECK_MESSAGE(finish(b, 90) == 0, err_of(b));
+  std::string out = agent_test::slurp(a.out) + agent_test::slurp(b.out);
+  for (int r = 0; r < 4; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/4 ok", r)) != std::string::npos, out);
+  for (int r = 0; r < 4; ++r) {
+    auto e = env_file(j.t.path / fmt::format("env-{}-1", r));
+    CAPTURE(r);
+    CHECK(e["WORLD_SIZE"] == "4");
+    CHECK(e["DTRAIN_NNODES"] == "2");
+    CHECK(e["DTRAIN_GLOBAL_BATCH"] == "24");
+    CHECK(e["DTRAIN_PER_REPLICA_BATCH"] == "6");
+  }
+  CHECK_FALSE(j.have_env(4, 1));
+  std::string err = err_of(a);
+  CHECK_MESSAGE(err.find(fmt::format("node {}", lost)) != std::string::npos, err);
+  CHECK_MESSAGE(err.find("the elastic job goes on with the nodes left") != std::string::npos, err);
+}
 
 }  // namespace mn

@@ -10,8 +10,6 @@ using namespace mn;
 
 namespace {
 
-fs::path allreduce_worker() { return fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce"; }
-
 std::vector<std::string> etcd_args(const etcdtest::EtcdServer& etcd, const std::string& run,
                                    std::vector<std::string> more = {}) {
   std::vector<std::string> a{"--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoint(), "--rdzv-id", run, "--insecure"};
@@ -24,20 +22,13 @@ std::size_t etcd_keys(const etcdtest::EtcdServer& etcd, const std::string& prefi
   return dtrain::etcd::Client(etcd.options()).range_prefix(prefix).kvs.size();
 }
 
-#define NEED(etcd)                                                       \
-  if (!fs::exists(allreduce_worker())) {                                 \
-    MESSAGE("skipped: examples/c_allreduce is not built in this tree"); \
-    return;                                                              \
-  }                                                                      \
-  ETCD_OR_SKIP(etcd)
-
 }  // namespace
 
 TEST_SUITE("agent::multinode::etcd") {
 
 TEST_CASE("two nodes meet in an etcd that wants client certificates; their workers' allreduce bootstraps from it") {
   etcdtest::EtcdServer etcd(etcdtest::EtcdServerOptions{true, {}});
-  NEED(etcd);
+  REQUIRE_ETCD(etcd);
   Job j(2, 2, fmt::format("exec '{}' --count 1000 --iters 2", allreduce_worker().string()));
   // no --insecure: TLS stands in for the token, for the agents and the workers alike
   auto args = [&](const std::string& ca) {
@@ -65,37 +56,21 @@ TEST_CASE("two nodes meet in an etcd that wants client certificates; their worke
 
 TEST_CASE("under the etcd backend node 0's agent is killed mid-run: the other nodes of an elastic 2:4 job finish") {
   etcdtest::EtcdServer etcd;
-  NEED(etcd);
-  std::string script = fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then '{0}' --count 1000 --iters 2 || exit 9; "
-                                   "exec sleep 60; fi; exec '{0}' --count 1000 --iters 2",
-                                   allreduce_worker().string());
-  Job j(R"({"min": 2, "max": 4})", 2, script, R"(, "batch": {"global": 24}, "restart": {"max_restarts": 2})");
+  REQUIRE_ETCD(etcd);
+  Job j(kElastic, 2, elastic_script(), kElasticExtra);
   auto args = etcd_args(etcd, "etcd-elastic", {"--set", "/rendezvous/last_call_s=3"});
   Node n0 = j.node(0, args), n1 = j.node(1, args), n2 = j.node(2, args);
   REQUIRE_MESSAGE(j.all_env(6, 0), err_of(n0));
   CHECK(env_file(j.t.path / "env-0-0")["DTRAIN_NODE_RANK"] == "0");  // n0 holds node rank 0
   ::kill(n0.pid, SIGKILL);
   CHECK(finish(n0, 10) == 128 + SIGKILL);
-  CHECK_MESSAGE(finish(n1, 90) == 0, err_of(n1));
-  CHECK_MESSAGE(finish(n2, 90) == 0, err_of(n2));
-  std::string out = agent_test::slurp(n1.out) + agent_test::slurp(n2.out);
-  for (int r = 0; r < 4; ++r) CHECK_MESSAGE(out.find(fmt::format("rank {}/4 ok", r)) != std::string::npos, out);
-  for (int r = 0; r < 4; ++r) {
-    auto e = env_file(j.t.path / fmt::format("env-{}-1", r));
-    CAPTURE(r);
-    CHECK(e["WORLD_SIZE"] == "4");
-    CHECK(e["DTRAIN_NNODES"] == "2");
-    CHECK(e["DTRAIN_PER_REPLICA_BATCH"] == "6");
-  }
-  std::string e1 = err_of(n1);
-  CHECK_MESSAGE(e1.find("node 0") != std::string::npos, e1);
-  CHECK_MESSAGE(e1.find("the elastic job goes on with the nodes left") != std::string::npos, e1);
+  check_went_on_with_two(j, n1, n2, 0);
   CHECK(j.no_workers_left());
 }
 
 TEST_CASE("under the etcd backend a fixed job that loses node 0 ends with 69 naming node 0, not the rendezvous") {
   etcdtest::EtcdServer etcd;
-  NEED(etcd);
+  REQUIRE_ETCD(etcd);
   Job j(2, 1, "exec sleep 60");
   Node n0 = j.node(0, etcd_args(etcd, "etcd-lost")), n1 = j.node(1, etcd_args(etcd, "etcd-lost"));
   REQUIRE_MESSAGE(j.all_env(2, 0), err_of(n1));

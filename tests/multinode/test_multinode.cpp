@@ -37,11 +37,7 @@ TEST_CASE("three agents on loopback become one job: global ranks and the env con
 }
 
 TEST_CASE("the workers' collectives bootstrap through node 0's store across agents") {
-  fs::path worker = fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce";
-  if (!fs::exists(worker)) {
-    MESSAGE("skipped: examples/c_allreduce is not built in this tree");
-    return;
-  }
+  const fs::path worker = allreduce_worker();
   Job j(2, 2, fmt::format("exec '{}' --count 1000 --iters 2", worker.string()));
   Node n1 = j.node(1), n0 = j.node(0);
   CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
@@ -51,11 +47,7 @@ TEST_CASE("the workers' collectives bootstrap through node 0's store across agen
 }
 
 TEST_CASE("collectives across agents after a restart: generation 1 bootstraps from fresh keys") {
-  fs::path worker = fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce";
-  if (!fs::exists(worker)) {
-    MESSAGE("skipped: examples/c_allreduce is not built in this tree");
-    return;
-  }
+  const fs::path worker = allreduce_worker();
   // rank 2 (node 1) kills itself in the middle of generation 0; generation 1 runs clean
   Job j(2, 2,
         fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then exec '{0}' --count 1000 --iters 3 --die-rank 2 --die-at 1; "

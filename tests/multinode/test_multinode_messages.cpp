@@ -118,11 +118,7 @@ TEST_CASE("nodes whose jobs differ: every node exits 2 at once, naming the field
 }
 
 TEST_CASE("dtrain status --rdzv shows where each node's ranks are; a hang on one node stops every node with 70") {
-  fs::path worker = fs::path(DTRAIN_BINARY_DIR) / "examples" / "c_allreduce" / "c_allreduce";
-  if (!fs::exists(worker)) {
-    MESSAGE("skipped: examples/c_allreduce is not built in this tree");
-    return;
-  }
+  const fs::path worker = allreduce_worker();
   // rank 1 (node 1) stops calling in iteration 2; rank 0 waits in its allreduce (call 13)
   Job j(2, 1, fmt::format("exec '{}' --count 1000 --iters 4 --stall-rank 1 --stall-at 2", worker.string()),
         R"(, "output": {"hang_timeout_s": 6})");

@@ -11,7 +11,7 @@ bin=${1:?usage: test_netns.sh DTRAIN_BIN NETNS_SH}
 netns=${2:?usage: test_netns.sh DTRAIN_BIN NETNS_SH}
 
 if ! why=$(bash "$netns" check 2>&1); then
-  echo "SKIPPED: network namespaces cannot be made here: $why"
+  echo "SKIP: network namespaces cannot be made here: $why"
   exit 77
 fi
 

@@ -4,17 +4,25 @@
 #   1. built-in rendezvous on host 0: host 2's link is cut mid-job; hosts 0 and 1 go on in
 #      generation 1 at world size 2 and finish.
 #   2. etcd backend, etcd on a fourth host: the agent of node 0 is SIGKILLed mid-job; hosts 1 and 2
-#      go on in generation 1 at world size 2 and finish (skipped where etcd is not installed).
-# Exit 77 (skipped, reason printed) where namespaces cannot be made.
+#      go on in generation 1 at world size 2 and finish.
+# One case a run. Exit 77 (skipped, the reason printed) where namespaces cannot be made, or for
+# case etcd where etcd is not installed.
 #
-#   test_netns_elastic.sh DTRAIN_BIN NETNS_SH
+#   test_netns_elastic.sh DTRAIN_BIN NETNS_SH cut|etcd
 set -uo pipefail
 
-bin=${1:?usage: test_netns_elastic.sh DTRAIN_BIN NETNS_SH}
-netns=${2:?usage: test_netns_elastic.sh DTRAIN_BIN NETNS_SH}
+usage="usage: test_netns_elastic.sh DTRAIN_BIN NETNS_SH cut|etcd"
+bin=${1:?$usage}
+netns=${2:?$usage}
+case=${3:?$usage}
+[ "$case" = cut ] || [ "$case" = etcd ] || { echo "$usage" >&2; exit 2; }
 
 if ! why=$(bash "$netns" check 2>&1); then
-  echo "SKIPPED: network namespaces cannot be made here: $why"
+  echo "SKIP: network namespaces cannot be made here: $why"
+  exit 77
+fi
+if [ "$case" = etcd ] && { ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; }; then
+  echo "SKIP: etcd is not installed (etcd-server, etcd-client; scripts/install-deps.sh)"
   exit 77
 fi
 
@@ -82,25 +90,25 @@ check_shrunk() {
 }
 
 # 1. built-in rendezvous on host 0; host 2's link is cut
-job cut "\"endpoint\": \"$(addr 0):29411\", \"token_file\": \"$tmp/token\""
-start cut
-if wait_files "$tmp/cut" 3 40 '^env-[0-9]*-0$'; then
-  bash "$netns" cut "$prefix" 2
-  check_shrunk cut 0 1
-  grep -q "node 2 ($prefix-n2) lost" "$tmp/cut/node0.err" || fail "cut: node 0 does not name node 2 as lost"
-else
-  fail "cut: the workers of generation 0 did not start"
+if [ "$case" = cut ]; then
+  job cut "\"endpoint\": \"$(addr 0):29411\", \"token_file\": \"$tmp/token\""
+  start cut
+  if wait_files "$tmp/cut" 3 40 '^env-[0-9]*-0$'; then
+    bash "$netns" cut "$prefix" 2
+    check_shrunk cut 0 1
+    grep -q "node 2 ($prefix-n2) lost" "$tmp/cut/node0.err" || fail "cut: node 0 does not name node 2 as lost"
+  else
+    fail "cut: the workers of generation 0 did not start"
+  fi
+  kill -9 "${pids[2]}" 2>/dev/null; wait "${pids[2]}" 2>/dev/null
+  bash "$netns" plug "$prefix" 2
+  no_workers_left "$prefix-cut" || fail "cut: workers left behind"
+  [ "$failures" -eq 0 ] && ok "elastic, built-in rendezvous: host 2 cut off, hosts 0 and 1 finish at world size 2" || show cut
 fi
-kill -9 "${pids[2]}" 2>/dev/null; wait "${pids[2]}" 2>/dev/null
-bash "$netns" plug "$prefix" 2
-no_workers_left "$prefix-cut" || fail "cut: workers left behind"
-[ "$failures" -eq 0 ] && ok "elastic, built-in rendezvous: host 2 cut off, hosts 0 and 1 finish at world size 2" || show cut
 
 # 2. etcd on host 3; node 0's agent is SIGKILLed
 before=$failures
-if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
-  echo "SKIPPED (case 2): etcd is not installed (etcd-server, etcd-client; scripts/install-deps.sh)"
-else
+if [ "$case" = etcd ]; then
   ep="$(addr 3):2379"
   # not a job of this shell: `netns.sh down` kills it with the namespaces
   (bash "$netns" exec "$prefix" 3 etcd --name n3 --data-dir "$tmp/etcd" --listen-client-urls "http://$ep" \
@@ -133,4 +141,4 @@ else
 fi
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all elastic namespace cases passed"
+echo "elastic namespace case $case passed"

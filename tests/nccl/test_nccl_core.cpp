@@ -1,6 +1,8 @@
 // The NCCL backend's parts that run without a GPU (the unique-id exchange with real ncclGetUniqueId,
-// type mapping, error paths, device-pointer routing), and on a machine with a GPU a real
-// one-rank communicator.
+// type mapping, error paths, device-pointer routing); the init failures of a machine without a
+// usable CUDA device (suite nccl::core::no_gpu, need "no-gpu"); and on a machine with one a real
+// one-rank communicator (suite nccl::core::gpu, need "gpu"). ctest runs each suite on its own
+// (tests/nccl/CMakeLists.txt); the needs are checked before any case runs (tests/test_needs.hpp).
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
@@ -13,12 +15,20 @@
 #include <vector>
 
 #include "nccl_core.hpp"
+#include "test_needs.hpp"
 
 using namespace dtrain;
 using namespace dtrain::coll::nccl;
 using std::chrono::milliseconds;
 
 namespace {
+
+const dtrain::test::Need need_gpu("gpu", [] {
+  return usable_device_count() > 0 ? std::string() : "no usable CUDA device (" + device_probe_error() + ")";
+});
+const dtrain::test::Need need_no_gpu("no-gpu", [] {
+  return usable_device_count() == 0 ? std::string() : std::string("this machine has a usable CUDA device");
+});
 
 Clock::time_point in(milliseconds d) { return Clock::now() + d; }
 
@@ -188,12 +198,11 @@ TEST_SUITE("nccl::core") {
     o.size = 2;
     CHECK_THROWS_AS(Communicator{o}, ConfigError);
   }
+}
 
+TEST_SUITE("nccl::core::no_gpu") {
   TEST_CASE("without a usable GPU, init fails fast with a clear CUDA error on every rank") {
-    if (usable_device_count() > 0) {
-      MESSAGE("this machine has a CUDA device; the real-GPU case below covers init");
-      return;
-    }
+    REQUIRE(usable_device_count() == 0);
     CHECK_FALSE(device_probe_error().empty());
     auto store = rdzv::make_memory_store();
     constexpr int n = 2;
@@ -228,7 +237,7 @@ TEST_SUITE("nccl::core") {
   }
 
   TEST_CASE("without a driver, the NCCL init call itself fails with NCCL's reason, no hang") {
-    if (usable_device_count() > 0) return;
+    REQUIRE(usable_device_count() == 0);
     // Bypass device selection to exercise the real non-blocking ncclCommInitRankConfig path.
     auto store = rdzv::make_memory_store();
     Options o;
@@ -248,8 +257,11 @@ TEST_SUITE("nccl::core") {
     CHECK_FALSE(what.empty());
   }
 
-  TEST_CASE("DTRAIN_CUDA_DEVICE out of range is a configuration error (with a GPU)") {
-    if (usable_device_count() == 0) return;
+}
+
+TEST_SUITE("nccl::core::gpu") {
+  TEST_CASE("DTRAIN_CUDA_DEVICE out of range is a configuration error") {
+    REQUIRE(usable_device_count() > 0);
     ::setenv("DTRAIN_CUDA_DEVICE", "99", 1);
     Options o;
     CHECK_THROWS_WITH_AS(select_device(o), doctest::Contains("DTRAIN_CUDA_DEVICE=99"), ConfigError);
@@ -257,10 +269,7 @@ TEST_SUITE("nccl::core") {
   }
 
   TEST_CASE("one rank on a real GPU: all five operations, sync and on a stream") {
-    if (usable_device_count() == 0) {
-      MESSAGE("SKIPPED here: no CUDA device (" << device_probe_error() << ")");
-      return;
-    }
+    REQUIRE(usable_device_count() > 0);
     auto store = rdzv::make_memory_store();
     Options o;
     o.store = store.get();

@@ -13,10 +13,14 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/run_status.hpp"
 #include "helpers.hpp"
+#include "membership_test.hpp"
 
 using namespace rt;
 using namespace dtrain::rdzv;
+using membership_test::Events;
+using membership_test::join_all;
 using dtrain::IoError;
 using dtrain::TimeoutError;
 
@@ -34,34 +38,6 @@ NodeSessionOptions node_opts(const TestServer& srv, int instances, int rank, con
   o.heartbeat_interval = 100ms;
   o.heartbeat_timeout = 1500ms;
   return o;
-}
-
-// Collects job events from the watcher thread.
-struct Events {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Event> got;
-  EventFn fn() {
-    return [this](const Event& e) {
-      std::lock_guard lock(mu);
-      got.push_back(e);
-      cv.notify_all();
-    };
-  }
-  std::optional<Event> wait(std::chrono::milliseconds t) {
-    std::unique_lock lock(mu);
-    if (!cv.wait_for(lock, t, [&] { return !got.empty(); })) return std::nullopt;
-    return got.front();
-  }
-};
-
-// Joins `n` sessions concurrently; returns their results in the order of `opts`.
-std::vector<JoinResult> join_all(std::vector<std::unique_ptr<NodeSession>>& sessions) {
-  std::vector<std::future<JoinResult>> fs;
-  for (auto& s : sessions) fs.push_back(std::async(std::launch::async, [&s] { return s->join(); }));
-  std::vector<JoinResult> out;
-  for (auto& f : fs) out.push_back(f.get());
-  return out;
 }
 
 }  // namespace

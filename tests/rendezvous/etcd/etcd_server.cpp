@@ -19,8 +19,21 @@
 #include <sstream>
 #include <thread>
 
+#include "test_needs.hpp"
+
 namespace etcdtest {
 namespace {
+
+// --need=etcd: what the etcd tests start and call (etcd, etcdctl, the openssl CLI for TLS).
+std::string etcd_missing() {
+  std::string missing;
+  for (const char* bin : {ETCD_BIN, ETCDCTL_BIN})
+    if (::access(bin, X_OK) != 0) missing += std::string(missing.empty() ? "" : ", ") + bin;
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) missing += std::string(missing.empty() ? "" : ", ") + "openssl";
+  if (missing.empty()) return {};
+  return "not installed: " + missing + " (scripts/install-deps.sh installs etcd-server, etcd-client and openssl)";
+}
+const dtrain::test::Need need_etcd("etcd", etcd_missing);
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -61,13 +74,13 @@ std::size_t collect(char* data, std::size_t size, std::size_t n, void* body) {
 
 EtcdServer::EtcdServer(EtcdServerOptions o) : opts_(std::move(o)) {
   if (::access(ETCD_BIN, X_OK) != 0) {
-    skip_reason_ = std::string("etcd is not installed (") + ETCD_BIN +
+    error_ = std::string("etcd is not installed (") + ETCD_BIN +
                    " not found; scripts/install-deps.sh installs Debian's etcd-server)";
     return;
   }
   char tmpl[] = "/tmp/dtrain-etcd-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
-    skip_reason_ = "cannot make a temporary directory under /tmp";
+    error_ = "cannot make a temporary directory under /tmp";
     return;
   }
   dir_ = tmpl;
@@ -77,7 +90,7 @@ EtcdServer::EtcdServer(EtcdServerOptions o) : opts_(std::move(o)) {
     peer_port_ = free_port();
     if (start()) return;
     if (log_tail().find("address already in use") == std::string::npos) return;
-    skip_reason_.clear();
+    error_.clear();
     std::error_code ec;
     fs::remove_all(dir_ + "/data", ec);
   }
@@ -119,7 +132,7 @@ bool EtcdServer::make_certificates() {
             in_dir("openssl req -new " + ec + " -keyout client.key -out client.csr -subj /CN=root") &&
             in_dir("openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
                    "-extfile client.ext -out client.crt");
-  if (!ok) skip_reason_ = "the openssl CLI could not make test certificates: " + read_file(log).substr(0, 500);
+  if (!ok) error_ = "the openssl CLI could not make test certificates: " + read_file(log).substr(0, 500);
   return ok;
 }
 
@@ -162,7 +175,7 @@ bool EtcdServer::start() {
   pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) {
-    skip_reason_ = "fork failed";
+    error_ = "fork failed";
     return false;
   }
   if (pid_ == 0) {
@@ -209,7 +222,7 @@ bool EtcdServer::wait_healthy() {
   }
   curl_easy_cleanup(h);
   if (!healthy) {
-    skip_reason_ = "etcd did not start (" + std::string(pid_ < 0 ? "it exited" : "no healthy answer within 30 s") +
+    error_ = "etcd did not start (" + std::string(pid_ < 0 ? "it exited" : "no healthy answer within 30 s") +
                    "); its log ends with: " + log_tail(800);
     kill();
   }
@@ -250,7 +263,7 @@ void EtcdServer::kill() {
 
 bool EtcdServer::restart() {
   kill();
-  skip_reason_.clear();
+  error_.clear();
   return start();
 }
 

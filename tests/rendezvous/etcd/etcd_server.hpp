@@ -6,8 +6,9 @@
 // for a client certificate signed by that CA). The etcd process dies with the thread that started
 // it (PR_SET_PDEATHSIG), so a crashed test leaves none behind: start it from the test's thread.
 //
-// Where etcd is not installed or cannot start, ok() is false and skip_reason() says why; tests
-// skip with ETCD_OR_SKIP(server), which reports the reason (never a silent pass).
+// Where etcd cannot start, ok() is false and error() says why; tests REQUIRE_ETCD(server), which
+// fails with that reason. Whether etcd is installed at all is the program's need "etcd"
+// (tests/test_needs.hpp), checked before any case runs: only there can an etcd test skip.
 #include <doctest/doctest.h>
 
 #include <sys/types.h>
@@ -32,8 +33,8 @@ class EtcdServer {
   EtcdServer(const EtcdServer&) = delete;
   EtcdServer& operator=(const EtcdServer&) = delete;
 
-  bool ok() const { return skip_reason_.empty(); }
-  const std::string& skip_reason() const { return skip_reason_; }
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
 
   std::string endpoint() const;  // "127.0.0.1:PORT"
   std::string url() const;       // "http://127.0.0.1:PORT" or "https://..."
@@ -53,7 +54,7 @@ class EtcdServer {
   int etcdctl(const std::string& args, std::string* out = nullptr) const;
 
   void kill();     // SIGKILL, as if its host died; the data dir stays
-  bool restart();  // starts it again on the same ports and data; false (with skip_reason) if it fails
+  bool restart();  // starts it again on the same ports and data; false (with error()) if it fails
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   std::string log_tail(std::size_t bytes = 2000) const;  // the end of etcd's output
@@ -65,7 +66,7 @@ class EtcdServer {
   std::vector<std::string> args() const;
 
   EtcdServerOptions opts_;
-  std::string dir_, skip_reason_, root_password_;
+  std::string dir_, error_, root_password_;
   int client_port_ = 0, peer_port_ = 0;
   pid_t pid_ = -1;
 };
@@ -82,11 +83,5 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace etcdtest
 
-// Skips the rest of a test case, saying why, when the server did not start.
-#define ETCD_OR_SKIP(server)                                       \
-  do {                                                             \
-    if (!(server).ok()) {                                          \
-      MESSAGE("skipped: " << (server).skip_reason());              \
-      return;                                                      \
-    }                                                              \
-  } while (0)
+// Fails the test case, with the reason, when the server did not start.
+#define REQUIRE_ETCD(server) REQUIRE_MESSAGE((server).ok(), (server).error())

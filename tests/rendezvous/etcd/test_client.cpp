@@ -1,11 +1,6 @@
-// Client against a real etcd: key-value calls, transactions, leases, and the errors of an etcd that
-// is not there or does not answer.
+// Client against a real etcd: key-value calls, transactions, leases, and an etcd killed under it
+// (without an etcd: test_client_offline.cpp).
 #include <doctest/doctest.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -20,37 +15,10 @@ using etcdtest::EtcdServer;
 using etcdtest::seconds_since;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-// A listening loopback socket that never accepts: connects succeed, requests get no answer.
-struct SilentPort {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int port = 0;
-  SilentPort() {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 16) == 0);
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-  }
-  ~SilentPort() { ::close(fd); }
-};
-
-// A loopback port where nothing listens (bound to find it, then released).
-int closed_port() {
-  SilentPort p;
-  return p.port;
-}
-
-}  // namespace
-
 TEST_SUITE("etcd::client") {
   TEST_CASE("put, range and prefix ranges, binary keys and values, a 1 MiB value") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     auto p = etcdtest::unique_prefix();
     std::int64_t r1 = c.put(p + "a", "1");
@@ -96,7 +64,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("erase one key, a missing key, a prefix") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     auto p = etcdtest::unique_prefix();
     for (const char* k : {"a", "b", "c"}) c.put(p + k, k);
@@ -109,7 +77,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("transactions take the branch their compares choose") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     auto p = etcdtest::unique_prefix();
     auto k = p + "k";
@@ -138,7 +106,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("a lease holds its keys while kept alive; expiry and revoke delete them") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     auto p = etcdtest::unique_prefix();
     std::int64_t lease = c.lease_grant(2s);
@@ -167,7 +135,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("threads share a client") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     auto p = etcdtest::unique_prefix();
     std::vector<std::jthread> threads;
@@ -179,31 +147,9 @@ TEST_SUITE("etcd::client") {
     CHECK(c.range_prefix(p).count == 40);
   }
 
-  TEST_CASE("no etcd there: IoError naming the endpoint, at once; a silent one: the timeouts hold") {
-    Options o;
-    o.endpoint = "127.0.0.1:" + std::to_string(closed_port());
-    o.connect_timeout = 2000ms;
-    o.request_timeout = 500ms;
-    Client c(o);
-    auto t0 = Clock::now();
-    CHECK_THROWS_WITH_AS(c.range("k"), doctest::Contains((o.endpoint + " (/v3/kv/range): cannot connect").c_str()), dtrain::IoError);
-    CHECK_THROWS_WITH_AS(Watch(o, "k", "", 0), doctest::Contains("is etcd running there?"), dtrain::IoError);
-    CHECK(seconds_since(t0) < 2.0);
-
-    SilentPort silent;
-    o.endpoint = "127.0.0.1:" + std::to_string(silent.port);
-    Client s(o);
-    t0 = Clock::now();
-    CHECK_THROWS_WITH_AS(s.put("k", "v"), doctest::Contains("no answer within 500 ms"), dtrain::TimeoutError);
-    CHECK(seconds_since(t0) < 3.0);
-    t0 = Clock::now();
-    CHECK_THROWS_WITH_AS(Watch(s, "k", "", 0), doctest::Contains("did not confirm it"), dtrain::TimeoutError);
-    CHECK(seconds_since(t0) < 5.0);
-  }
-
   TEST_CASE("etcd killed: the next call throws IoError naming the endpoint") {
     EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     c.put("/k", "v");
     etcd.kill();

@@ -13,12 +13,15 @@
 #include "dtrain/common/errors.hpp"
 #include "etcd_server.hpp"
 #include "etcd_session.hpp"
+#include "membership_test.hpp"
 
 using namespace dtrain::etcd;
 using namespace std::chrono_literals;
 using dtrain::rdzv::Event;
 using dtrain::rdzv::JoinResult;
 using dtrain::rdzv::NodeSessionOptions;
+using membership_test::Events;
+using membership_test::join_all;
 
 namespace {
 
@@ -42,43 +45,12 @@ std::unique_ptr<EtcdSession> session(const etcdtest::EtcdServer& etcd, const Nod
   return std::make_unique<EtcdSession>(std::make_shared<Client>(etcd.options()), o);
 }
 
-struct Events {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Event> got;
-  dtrain::rdzv::EventFn fn() {
-    return [this](const Event& e) {
-      std::lock_guard lock(mu);
-      got.push_back(e);
-      cv.notify_all();
-    };
-  }
-  std::optional<Event> wait_for(const std::string& kind, std::chrono::milliseconds t) {
-    std::unique_lock lock(mu);
-    std::optional<Event> found;
-    cv.wait_for(lock, t, [&] {
-      for (const auto& e : got)
-        if (e.kind == kind) found = e;
-      return found.has_value();
-    });
-    return found;
-  }
-};
-
-std::vector<JoinResult> join_all(std::vector<std::unique_ptr<EtcdSession>>& sessions) {
-  std::vector<std::future<JoinResult>> fs;
-  for (auto& s : sessions) fs.push_back(std::async(std::launch::async, [&s] { return s->join(); }));
-  std::vector<JoinResult> out;
-  for (auto& f : fs) out.push_back(f.get());
-  return out;
-}
-
 }  // namespace
 
 TEST_SUITE("etcd::session") {
   TEST_CASE("three nodes join through etcd and get one rank table; the exit barrier ends the run's keys") {
     etcdtest::EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
     s.push_back(session(etcd, node_opts("r1", 3, 2, "h2")));
@@ -107,7 +79,7 @@ TEST_SUITE("etcd::session") {
 
   TEST_CASE("a failure reported by one node reaches every node, and all name the same root cause") {
     etcdtest::EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts("r2", 3, i, fmt::format("h{}", i))));
@@ -116,7 +88,7 @@ TEST_SUITE("etcd::session") {
     s[1]->report_failure(3, 7, 0, "loss is NaN");
     s[2]->report_stop(130, 2, "interrupted (SIGINT)");
     for (int i = 0; i < 3; ++i) {
-      auto e = ev[i].wait_for("failure", 10s);
+      auto e = ev[i].wait(10s, "failure");
       REQUIRE(e);
       CHECK(e->node == 1);
       CHECK(e->rank == 3);
@@ -132,7 +104,7 @@ TEST_SUITE("etcd::session") {
 
   TEST_CASE("a node that goes away without finishing is lost once its lease ends; a node that finished is not") {
     etcdtest::EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts("r3", 3, i, fmt::format("h{}", i))));
@@ -140,7 +112,7 @@ TEST_SUITE("etcd::session") {
     for (int i = 0; i < 3; ++i) s[i]->start_monitoring(ev[i].fn());
     s[0].reset();  // node 0 gone (its lease revoked: as a lease that expires)
     for (int i = 1; i < 3; ++i) {
-      auto e = ev[i].wait_for("lost", 10s);
+      auto e = ev[i].wait(10s, "lost");
       REQUIRE(e);
       CHECK(e->node == 0);
       CHECK(e->host == "h0");
@@ -150,7 +122,7 @@ TEST_SUITE("etcd::session") {
 
   TEST_CASE("a node of another job, and two nodes asking for one rank, are refused by name") {
     etcdtest::EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto a = session(etcd, node_opts("r4", 2, 0, "a"));
     auto o = node_opts("r4", 2, 1, "b");
     o.spec_hash = "command=train\nprocs_per_instance=4";
@@ -172,7 +144,7 @@ TEST_SUITE("etcd::session") {
 
   TEST_CASE("an elastic 2:3 job closes with two after the last call; a third node moves it to generation 1") {
     etcdtest::EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     std::vector<Events> ev(2);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
     for (int i = 0; i < 2; ++i) s.push_back(session(etcd, node_opts("r6", 3, -1, fmt::format("h{}", i), 2)));
@@ -183,7 +155,7 @@ TEST_SUITE("etcd::session") {
     auto third = session(etcd, node_opts("r6", 3, -1, "h2", 2));
     auto f3 = std::async(std::launch::async, [&] { return third->join(); });
     for (int i = 0; i < 2; ++i) {
-      auto e = ev[i].wait_for("joined", 10s);
+      auto e = ev[i].wait(10s, "joined");
       REQUIRE(e);
       CHECK(e->message.find("moves to generation 1 with 3 nodes") != std::string::npos);
     }
@@ -198,7 +170,7 @@ TEST_SUITE("etcd::session") {
 
   TEST_CASE("with etcd not there a join reports it unreachable and gives up after the join timeout") {
     etcdtest::EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     etcd.kill();
     auto o = node_opts("r7", 2, 0, "h0");
     o.join_timeout = 2s;

@@ -33,14 +33,14 @@ std::shared_ptr<EtcdStore> open_store(const EtcdServer& etcd, const std::string&
 TEST_SUITE("etcd::store") {
   TEST_CASE("the built-in store's contract") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto prefix = etcdtest::unique_prefix();
     rt::same_semantics([&]() -> std::shared_ptr<dtrain::rdzv::Store> { return open_store(etcd, prefix); });
   }
 
   TEST_CASE("keys live under the prefix; stores with other prefixes do not see them") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto p = etcdtest::unique_prefix(), q = etcdtest::unique_prefix();
     auto a = open_store(etcd, p), b = open_store(etcd, q);
     a->set("nccl/id", as_bytes("abc"));
@@ -59,7 +59,7 @@ TEST_SUITE("etcd::store") {
 
   TEST_CASE("a blocking get is woken by a set from another thread; a get times out naming the key") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto p = etcdtest::unique_prefix();
     auto s = open_store(etcd, p);
     auto t0 = Clock::now();
@@ -82,7 +82,7 @@ TEST_SUITE("etcd::store") {
 
   TEST_CASE("add from several threads and clients sums exactly") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto p = etcdtest::unique_prefix();
     auto shared = open_store(etcd, p);
     std::vector<std::jthread> threads;
@@ -98,7 +98,7 @@ TEST_SUITE("etcd::store") {
 
   TEST_CASE("compare_set from several threads: exactly one wins") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto p = etcdtest::unique_prefix();
     std::vector<std::future<std::string>> got;
     for (int t = 0; t < 4; ++t)
@@ -113,7 +113,7 @@ TEST_SUITE("etcd::store") {
 
   TEST_CASE("a barrier of several threads releases them together, round after round") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto p = etcdtest::unique_prefix();
     constexpr int kThreads = 4, kRounds = 3;
     std::atomic<int> arrived[kRounds] = {};
@@ -140,7 +140,7 @@ TEST_SUITE("etcd::store") {
 
   TEST_CASE("etcd lost under a blocking get and a barrier: IoError, no hang") {
     EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto s = open_store(etcd, "/p/");
     auto t0 = Clock::now();
     std::jthread killer([&] {

@@ -18,7 +18,7 @@ using etcdtest::EtcdServerOptions;
 TEST_SUITE("etcd::client") {
   TEST_CASE("TLS with a client certificate; a wrong CA and a missing certificate are refused") {
     EtcdServer etcd(EtcdServerOptions{.tls = true, .extra_args = {}});
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     CHECK(c.url().rfind("https://", 0) == 0);
     std::int64_t rev = c.put("/tls", "yes");
@@ -44,7 +44,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("etcd authentication: the user's token on every call and watch; a wrong password is AuthError") {
     EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto o = etcd.options();
     o.user = "root";
     o.password = "right";
@@ -71,7 +71,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("an expired token is fetched again") {
     EtcdServer etcd(EtcdServerOptions{.tls = false, .extra_args = {"--auth-token-ttl=1"}});
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     etcd.enable_auth("pw");
     auto o = etcd.options();
     o.user = "root";

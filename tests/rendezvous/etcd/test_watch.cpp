@@ -35,7 +35,7 @@ std::vector<WatchEvent> collect(Watch& w, std::size_t n) {
 TEST_SUITE("etcd::client") {
   TEST_CASE("a watch reports puts and erases from its start revision, in order") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     auto c = std::make_shared<Client>(etcd.options());
     auto p = etcdtest::unique_prefix();
     std::int64_t r1 = c->put(p + "a", "1");
@@ -67,7 +67,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("a key whose lease is revoked or expires shows as an erase event") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     auto p = etcdtest::unique_prefix();
     std::int64_t revoked = c.lease_grant(60s), expiring = c.lease_grant(2s);
@@ -85,7 +85,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("next() waits its timeout when nothing happens, without spinning") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     Watch w(c, etcdtest::unique_prefix(), "", 0);
     auto t0 = Clock::now();
@@ -98,7 +98,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("close() from another thread ends a waiting next() promptly") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     Watch w(c, etcdtest::unique_prefix(), "", 0);
     auto t0 = Clock::now();
@@ -122,7 +122,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("a watch from a compacted revision ends with the reason") {
     auto& etcd = etcdtest::shared_etcd();
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     auto p = etcdtest::unique_prefix();
     std::int64_t r1 = c.put(p + "k", "1");
@@ -135,7 +135,7 @@ TEST_SUITE("etcd::client") {
 
   TEST_CASE("a watch throws IoError when etcd dies") {
     EtcdServer etcd;
-    ETCD_OR_SKIP(etcd);
+    REQUIRE_ETCD(etcd);
     Client c(etcd.options());
     Watch w(c, "/k", "", 0);
     c.put("/k", "1");
