@@ -21,7 +21,7 @@
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/run_status.hpp"
 
 namespace dtrain::cli {
 namespace {

@@ -192,14 +192,7 @@ void EtcdSession::on_watch_events(const std::vector<WatchEvent>& evs) {
   }
 }
 
-void EtcdSession::lost_rendezvous(const std::string& why) {
-  Event e;
-  e.kind = "lost";
-  e.node = -1;
-  e.host = "etcd " + endpoint();
-  e.message = why;
-  emit(e);
-}
+void EtcdSession::lost_rendezvous(const std::string& why) { emit(rdzv::rendezvous_lost("etcd " + endpoint(), why)); }
 
 void EtcdSession::emit(const Event& e) {
   std::lock_guard serial(emit_mu_);
@@ -278,8 +271,7 @@ rdzv::JoinResult EtcdSession::join(const rdzv::ProgressFn& progress) {
 }
 
 rdzv::JoinResult EtcdSession::rejoin(int generation, const rdzv::ProgressFn& progress) {
-  opts_.store.generation = generation;
-  if (result_.self.node_rank >= 0) opts_.node_rank = result_.self.node_rank;  // the rank the first join got
+  rdzv::prepare_rejoin(opts_, result_, generation);
   return join(progress);
 }
 

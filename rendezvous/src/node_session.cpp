@@ -9,6 +9,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/net.hpp"
+#include "dtrain/rendezvous/run_status.hpp"
 
 namespace dtrain::rdzv {
 namespace {
@@ -23,23 +24,6 @@ constexpr milliseconds kWatchSlice{30000};
 constexpr milliseconds kOpTimeout{60000};
 
 }  // namespace
-
-std::string JoinProgress::line() const {
-  if (!reachable)
-    return fmt::format("waiting for the rendezvous at {} (not reachable yet) {} s / {} s", endpoint,
-                       elapsed.count() / 1000, timeout.count() / 1000);
-  return fmt::format("waiting for nodes {}/{} (missing: {}) {} s / {} s", joined, instances, missing,
-                     elapsed.count() / 1000, timeout.count() / 1000);
-}
-
-void check_options(const NodeSessionOptions& o) {
-  if (o.instances < 1) throw ConfigError(fmt::format("instances {} must be at least 1", o.instances));
-  if (o.min_instances < 0 || o.min_instances > o.instances)
-    throw ConfigError(fmt::format("elastic minimum {} nodes is out of range 1-{}", o.min_instances, o.instances));
-  if (o.heartbeat_timeout.count() > 0 && o.heartbeat_timeout <= o.heartbeat_interval)
-    throw ConfigError(fmt::format("heartbeat timeout ({} ms) must be longer than the heartbeat interval ({} ms)",
-                                  o.heartbeat_timeout.count(), o.heartbeat_interval.count()));
-}
 
 NodeSession::NodeSession(NodeSessionOptions opts)
     : opts_(std::move(opts)), join_cancel_(std::make_shared<Canceller>()) {
@@ -183,8 +167,7 @@ JoinResult NodeSession::join(const ProgressFn& progress) {
 
 JoinResult NodeSession::rejoin(int generation, const ProgressFn& progress) {
   close_all();
-  opts_.store.generation = generation;
-  if (result_.self.node_rank >= 0) opts_.node_rank = result_.self.node_rank;  // the rank the first join got
+  prepare_rejoin(opts_, result_, generation);
   return join(progress);
 }
 
@@ -249,8 +232,6 @@ void NodeSession::set_progress(std::string text) {
   std::lock_guard lock(mu_);
   progress_ = std::move(text);
 }
-
-std::string NodeSession::progress_key(int node_rank) { return fmt::format("dtrain/progress/node-{}", node_rank); }
 
 void NodeSession::report(int rank, int exit_code, int signal, const std::string& message, const char* kind) {
   TcpStore* s;
@@ -375,12 +356,7 @@ void NodeSession::heartbeat_loop() {
       lock.lock();
       if (hb_stop_) return;
       lock.unlock();
-      Event ev;
-      ev.kind = "lost";
-      ev.node = -1;
-      ev.host = s->endpoint();
-      ev.message = fmt::format("heartbeat to the rendezvous failed: {}", e.what());
-      emit(ev);
+      emit(rendezvous_lost(s->endpoint(), fmt::format("heartbeat to the rendezvous failed: {}", e.what())));
       return;
     }
     lock.lock();
@@ -408,47 +384,9 @@ void NodeSession::watch_loop() {
         watch_ended_ = true;
       }
       cv_.notify_all();
-      Event ev;
-      ev.kind = "lost";
-      ev.node = -1;
-      ev.host = w->endpoint();
-      ev.message = fmt::format("lost the connection to the rendezvous: {}", e.what());
-      emit(ev);
+      emit(rendezvous_lost(w->endpoint(), fmt::format("lost the connection to the rendezvous: {}", e.what())));
       return;
     }
-  }
-}
-
-std::vector<std::string> list_runs(const ClientOptions& opts) {
-  auto s = connect_store(opts);
-  Frame r = s->call(Frame(Op::list_runs), kOpTimeout);
-  std::vector<std::string> out;
-  for (const auto& a : r.args) out.push_back(to_string(a));
-  return out;
-}
-
-std::vector<std::string> query_progress(const ClientOptions& opts, const RunStatus& st) {
-  std::vector<std::string> out(st.nodes.size());
-  if (st.nodes.empty()) return out;
-  ClientOptions co = opts;
-  co.run_id = st.run_id;
-  co.generation = static_cast<int>(st.generation);
-  auto s = connect_store(co);
-  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
-    if (st.nodes[i].node_rank < 0) continue;
-    std::vector<std::string> key{NodeSession::progress_key(st.nodes[i].node_rank)};
-    if (s->check(key)) out[i] = to_string(s->get(key[0], kOpTimeout));
-  }
-  return out;
-}
-
-RunStatus query_status(const ClientOptions& opts, const std::string& run_id) {
-  auto s = connect_store(opts);
-  Frame r = s->call(Frame(Op::status).str(run_id), kOpTimeout);
-  try {
-    return unpack_run_status(r.bytes_at(0));
-  } catch (const wire::ProtocolError& e) {
-    throw IoError(fmt::format("rendezvous {}: bad status reply: {}", s->endpoint(), e.what()));
   }
 }
 

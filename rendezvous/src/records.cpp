@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "dtrain/rendezvous/wire.hpp"
 
 namespace dtrain::rdzv {
@@ -33,6 +35,15 @@ std::string describe_event(const Event& e) {
                                   : fmt::format("exited with code {}", e.exit_code);
   std::string who = e.rank >= 0 ? fmt::format("rank {} {}", e.rank, how) : how;
   return e.message.empty() ? fmt::format("{}: {}", where, who) : fmt::format("{}: {}: {}", where, who, e.message);
+}
+
+Event rendezvous_lost(std::string where, std::string message) {
+  Event e;
+  e.kind = "lost";
+  e.node = -1;
+  e.host = std::move(where);
+  e.message = std::move(message);
+  return e;
 }
 
 Bytes pack_join_reply(const JoinReply& r) {

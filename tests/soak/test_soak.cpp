@@ -18,6 +18,7 @@
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/client.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/run_status.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;

@@ -63,6 +63,10 @@ struct JoinProgress {
   std::string line() const;
 };
 
+// The options of a rejoin under `generation`: as the node rank the last join got, so a restarted
+// job keeps its node numbering.
+void prepare_rejoin(NodeSessionOptions& o, const JoinResult& last, int generation);
+
 using ProgressFn = std::function<void(const JoinProgress&)>;
 using EventFn = std::function<void(const Event&)>;
 

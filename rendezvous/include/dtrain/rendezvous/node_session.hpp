@@ -71,9 +71,8 @@ class NodeSession final : public Membership {
 
   void set_local_state(std::string state, int running, int exited, int restarts) override;
   // Where this node's workers are (the agent's hang diagnosis, one line per rank): stored with the
-  // next heartbeat under progress_key(node rank) in this generation's keys, for `dtrain status`.
+  // next heartbeat under progress_key(node rank) (run_status.hpp) in this generation's keys.
   void set_progress(std::string text) override;
-  static std::string progress_key(int node_rank);
   // Reports a failed worker; every agent (this one too) then sees a "failure" event.
   void report_failure(int rank, int exit_code, int signal, const std::string& message) override;
   // Reports that this node stops on its own (a signal, a time limit, a hang) with `exit_code`;
@@ -128,12 +127,5 @@ class NodeSession final : public Membership {
   EventFn on_event_;
   std::mutex emit_mu_;
 };
-
-// `dtrain status`: the run ids the server knows (with at least one joined node).
-std::vector<std::string> list_runs(const ClientOptions& opts);
-// The node table of `run_id` (latest generation).
-RunStatus query_status(const ClientOptions& opts, const std::string& run_id);
-// What each node of `st` last published with set_progress() ("" when nothing), in the order of st.nodes.
-std::vector<std::string> query_progress(const ClientOptions& opts, const RunStatus& st);
 
 }  // namespace dtrain::rdzv

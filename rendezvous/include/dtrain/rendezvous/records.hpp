@@ -50,6 +50,10 @@ struct Event {
 // "node 1 (h1) interrupted (SIGINT)" (a "stopped" event: where, then its message)
 std::string describe_event(const Event& e);
 
+// The "lost" event of an agent that lost the rendezvous itself: node -1, `where` names the
+// rendezvous ("10.0.0.1:29400", "etcd 10.0.0.1:2379").
+Event rendezvous_lost(std::string where, std::string message);
+
 struct NodeStatus {
   int node_rank = -1;
   std::string host, addr, state;  // state: joining, joined, running, stopping, done, lost, ...
