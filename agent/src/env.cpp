@@ -77,6 +77,10 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
     if (b.dataset_size) put(env, "DTRAIN_DATASET_SIZE", *b.dataset_size);
     if (b.iterations_per_epoch) put(env, "DTRAIN_ITERATIONS_PER_EPOCH", *b.iterations_per_epoch);
     if (b.total_iterations) put(env, "DTRAIN_TOTAL_ITERATIONS", *b.total_iterations);
+    if (b.learning_rate) {  // batch.learning_rate scaled to this generation's global batch
+      put(env, "DTRAIN_LEARNING_RATE", fmt::format("{}", *b.learning_rate));
+      put(env, "DTRAIN_WARMUP_ITERATIONS", b.warmup_iterations);
+    }
   }
   if (!ctx.plan_path.empty()) put(env, "DTRAIN_PLAN", ctx.plan_path);
   if (!ctx.checkpoint_dir.empty()) put(env, "DTRAIN_CHECKPOINT_DIR", ctx.checkpoint_dir);

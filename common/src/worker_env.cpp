@@ -20,6 +20,7 @@ constexpr std::array kVars = {
     Var{"DTRAIN_PER_REPLICA_BATCH", true}, Var{"DTRAIN_MICRO_BATCHES", true},
     Var{"DTRAIN_MICRO_BATCH_SIZE", true}, Var{"DTRAIN_EPOCHS", true}, Var{"DTRAIN_DATASET_SIZE", true},
     Var{"DTRAIN_ITERATIONS_PER_EPOCH", true}, Var{"DTRAIN_TOTAL_ITERATIONS", true}, Var{"DTRAIN_PLAN", true},
+    Var{"DTRAIN_LEARNING_RATE", true}, Var{"DTRAIN_WARMUP_ITERATIONS", true},
     Var{"DTRAIN_DP_RANK", true}, Var{"DTRAIN_DP_SIZE", true}, Var{"DTRAIN_PP_RANK", true}, Var{"DTRAIN_PP_SIZE", true},
     Var{"DTRAIN_TP_RANK", true}, Var{"DTRAIN_TP_SIZE", true}, Var{"DTRAIN_PARALLEL_ORDER", true},
     Var{"DTRAIN_PP_SCHEDULE", true}, Var{"DTRAIN_AGENT_ID", true}, Var{"DTRAIN_PROGRESS_FILE", true},

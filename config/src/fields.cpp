@@ -11,6 +11,7 @@
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/worker_env.hpp"
 #include "dtrain/common/text.hpp"
+#include "dtrain/config/instance_types.hpp"
 #include "dtrain/config/layout.hpp"
 #include "spec_internal.hpp"
 
@@ -121,6 +122,32 @@ void check_schedule(const json& v, const std::string& path, Problems& out) {
                                      "backwards) or \"1f1b\" (one forward, one backward)", detail::show(v))});
 }
 
+void check_instance_type(const json& v, const std::string& path, Problems& out) {
+  const auto& s = v.get_ref<const std::string&>();
+  if (find_instance_type(s) != nullptr) return;
+  std::vector<std::string> names;
+  bool ml = s.rfind("ml.", 0) == 0;
+  for (const auto& t : instance_types()) names.push_back(ml ? std::string("ml.") + t.name : t.name);
+  auto near = text::closest(s, names);
+  out.push_back({path, fmt::format("{} is not a GPU instance type dtrain knows{}; give one of AWS's GPU types (e.g. "
+                                   "\"ml.p3.8xlarge\", \"p4d.24xlarge\", see dtrain-job(5)), or gpus_per_instance (GPU "
+                                   "workers) or procs_per_instance (CPU workers) instead",
+                                   detail::show(v), near ? fmt::format(" (did you mean \"{}\"?)", *near) : "")});
+}
+
+void check_scaling(const json& v, const std::string& path, Problems& out) {
+  const auto& s = v.get_ref<const std::string&>();
+  if (s != "linear" && s != "sqrt" && s != "none")
+    out.push_back({path, fmt::format("{} is not a learning-rate scaling; expected \"linear\" (base x global / "
+                                     "reference), \"sqrt\" (base x sqrt(global / reference)) or \"none\"",
+                                     detail::show(v))});
+}
+
+LearningRateSpec& lr(JobSpec& s) {
+  if (!s.batch.learning_rate) s.batch.learning_rate.emplace();
+  return *s.batch.learning_rate;
+}
+
 std::vector<std::string> strings(const json& v) { return v.get<std::vector<std::string>>(); }
 
 constexpr double kMaxInstances = 65536;
@@ -153,6 +180,8 @@ const FieldInfo kFields[] = {
    }},
   {"/cluster/procs_per_instance", FieldType::integer, "one per CPU core", "CPU workers per node (the CPU spelling of gpus_per_instance)", 1, kMaxSlots, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.cluster.procs_per_instance = v.get<int>(); }},
+  {"/cluster/instance_type", FieldType::string, "unset", "GPU instance type (\"ml.p3.8xlarge\", \"p4d.24xlarge\"): GPUs per instance from dtrain's table of AWS types", 0, 0, false, false, check_instance_type,
+   +[](JobSpec& s, const json& v) { s.cluster.instance_type = v.get<std::string>(); }},
   {"/cluster/bind_gpus", FieldType::boolean, "false", "give each GPU worker its own GPU through CUDA_VISIBLE_DEVICES", 0, 0, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.cluster.bind_gpus = v.get<bool>(); }},
 
@@ -168,6 +197,16 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.batch.dataset_size = v.get<std::int64_t>(); }},
   {"/batch/epochs", FieldType::integer, "1", "passes over the dataset", 1, 1000000, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.batch.epochs = v.get<std::int64_t>(); }},
+  {"/batch/learning_rate", FieldType::object, "unset (no rate)", "the learning rate the plan scales to the global batch (DTRAIN_LEARNING_RATE)", 0, 0, false, false, nullptr,
+   +[](JobSpec& s, const json&) { (void)lr(s); }},
+  {"/batch/learning_rate/base", FieldType::number, "required", "the rate at reference_global_batch", 0, 1e6, true, false, nullptr,
+   +[](JobSpec& s, const json& v) { lr(s).base = v.get<double>(); }},
+  {"/batch/learning_rate/reference_global_batch", FieldType::integer, "required unless scaling is \"none\"", "the global batch base was tuned at", 1, kMaxBatch * 1024, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { lr(s).reference_global_batch = v.get<std::int64_t>(); }},
+  {"/batch/learning_rate/scaling", FieldType::string, "\"linear\"", "\"linear\" (base x global / reference), \"sqrt\" or \"none\"", 0, 0, false, false, check_scaling,
+   +[](JobSpec& s, const json& v) { lr(s).scaling = v.get<std::string>(); }},
+  {"/batch/learning_rate/warmup_iterations", FieldType::integer, "0", "iterations over which the workers ramp up to the rate (DTRAIN_WARMUP_ITERATIONS)", 0, 1e12, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { lr(s).warmup_iterations = v.get<std::int64_t>(); }},
 
   {"/parallel", FieldType::object, "{}", "model parallelism: pipeline stages x tensor shards x data replicas", 0, 0, false, false, nullptr, nullptr},
   {"/parallel/pipeline", FieldType::integer, "1", "pipeline stages the model is split into", 1, kMaxSlots, false, false, nullptr,

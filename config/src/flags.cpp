@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dtrain/config/spec.hpp"
 
@@ -40,6 +41,11 @@ void set_nproc_per_node(Overrides& o, const std::string& text) {
     o.nproc_mode = text;
     return;
   }
+  if (text == "xpu") {  // torch 2.x's Intel GPUs
+    o.flag_problems.push_back({"--nproc-per-node", "xpu: dtrain runs CUDA GPU or CPU workers; give a count, gpu, cpu or "
+                                                   "auto"});
+    return;
+  }
   int v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
@@ -56,6 +62,97 @@ void set_rdzv_backend(Overrides& o, const std::string& text) {
   else
     o.flag_problems.push_back({"--rdzv-backend", fmt::format("{} is not a rendezvous backend; expected builtin (c10d and "
                                                              "static name it too) or etcd (etcd-v2 too)", text)});
+}
+
+}  // namespace dtrain::config
+
+namespace dtrain::config {
+namespace {
+
+// torchrun's rendezvous configuration keys (its c10d, static and etcd backends) and the spec field
+// each sets; a key with no field is accepted with a note saying what dtrain does instead.
+struct ConfKey {
+  const char* key;
+  const char* pointer;  // nullptr: a note
+  const char* note;
+};
+
+// clang-format off
+constexpr ConfKey kConfKeys[] = {
+  {"join_timeout", "/rendezvous/join_timeout_s", nullptr},
+  {"timeout", "/rendezvous/join_timeout_s", nullptr},
+  {"last_call_timeout", "/rendezvous/last_call_s", nullptr},
+  {"heartbeat_timeout", "/rendezvous/heartbeat_timeout_s", nullptr},
+  {"keep_alive_interval", "/rendezvous/heartbeat_s", nullptr},
+  {"cacert", "/rendezvous/etcd/cacert", nullptr},
+  {"ca_cert", "/rendezvous/etcd/cacert", nullptr},
+  {"cert", "/rendezvous/etcd/cert", nullptr},
+  {"ssl_cert", "/rendezvous/etcd/cert", nullptr},
+  {"key", "/rendezvous/etcd/key", nullptr},
+  {"ssl_cert_key", "/rendezvous/etcd/key", nullptr},
+  {"keep_alive_max_attempt", nullptr, "a node is lost after rendezvous.heartbeat_timeout_s of silence (default 3 x heartbeat_s); give heartbeat_timeout=SECONDS"},
+  {"close_timeout", nullptr, "a stopping node ends its generation at once; there is no close timeout"},
+  {"read_timeout", nullptr, "each store call waits as long as its own deadline (the join: join_timeout_s; the workers': DTRAIN_COLL_TIMEOUT_S)"},
+  {"is_host", nullptr, "node rank 0's agent serves the store (or dtrain rendezvous serve)"},
+  {"store_type", nullptr, "the store is dtrain's own TCP store"},
+  {"use_agent_store", nullptr, "the workers' MASTER_PORT store is rank 0's own, as torchrun's default"},
+  {"rank", nullptr, "the node rank is --node-rank (or the environment's)"},
+  {"protocol", nullptr, "etcd is reached over https when a TLS file (cacert, cert, key) is given, else http"},
+  {"etcd_prefix", nullptr, "dtrain's etcd keys live under the run id"},
+};
+// clang-format on
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+}  // namespace
+
+std::optional<std::string> rdzv_conf_pointer(const std::string& key) {
+  for (const auto& k : kConfKeys)
+    if (key == k.key && k.pointer != nullptr) return std::string(k.pointer);
+  return std::nullopt;
+}
+
+std::vector<std::string> rdzv_conf_keys() {
+  std::vector<std::string> out;
+  for (const auto& k : kConfKeys) out.emplace_back(k.key);
+  return out;
+}
+
+void set_rdzv_conf(Overrides& o, const std::string& text, std::vector<std::string>& notes) {
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    auto comma = rest.find(',');
+    std::string item = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    std::string key = trim(std::string_view(item).substr(0, eq));
+    std::string value = eq == std::string::npos ? std::string() : trim(std::string_view(item).substr(eq + 1));
+    if (key.empty() || value.empty()) {
+      o.flag_problems.push_back({"--rdzv-conf", fmt::format("'{}' is not KEY=VALUE; expected KEY=VALUE,..., e.g. "
+                                                            "--rdzv-conf join_timeout=60,last_call_timeout=10", item)});
+      continue;
+    }
+    const ConfKey* k = nullptr;
+    for (const auto& c : kConfKeys)
+      if (key == c.key) k = &c;
+    if (k == nullptr) {
+      o.flag_problems.push_back({"--rdzv-conf", fmt::format("unknown key '{}'; the keys dtrain reads: {} (see "
+                                                            "dtrain-launch(1), TORCHRUN FLAGS)", key,
+                                                            fmt::join(rdzv_conf_keys(), ", "))});
+      continue;
+    }
+    if (k->pointer == nullptr) {
+      notes.push_back(fmt::format("--rdzv-conf {}={}: not used; {}", key, value, k->note));
+      continue;
+    }
+    bool path = std::string_view(k->pointer).find("/etcd/") != std::string_view::npos;
+    o.flag_sets.push_back({k->pointer, value, path, "--rdzv-conf " + key});
+  }
 }
 
 }  // namespace dtrain::config

@@ -3,6 +3,7 @@
 
 
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/system.hpp"
 #include "dtrain/common/text.hpp"
+#include "dtrain/config/instance_types.hpp"
 #include "identity_internal.hpp"
 
 namespace dtrain::config {
@@ -110,10 +112,26 @@ void place_workers(Plan& plan, const Overrides& ov, const Environment& env, Prob
   } else if (cl.procs_per_instance) {
     plan.procs_per_instance = *cl.procs_per_instance;
     plan.slots_source = "spec";
+  } else if (const InstanceType* t = cl.instance_type ? find_instance_type(*cl.instance_type) : nullptr) {
+    plan.procs_per_instance = t->gpus;
+    plan.use_gpus = true;
+    plan.instance_type = *cl.instance_type;
+    plan.slots_source = fmt::format("spec (instance_type {}: {} x {})", *cl.instance_type, t->gpus, t->accelerator);
+  } else if (ov.default_nproc_per_node) {
+    plan.procs_per_instance = *ov.default_nproc_per_node;
+    plan.use_gpus = plan.identity.gpus_per_instance.value_or(0) > 0 || gpus() > 0;
+    plan.slots_source = "torchrun's default (--nproc-per-node for more)";
   } else if (plan.identity.gpus_per_instance.value_or(0) > 0) {
     plan.procs_per_instance = *plan.identity.gpus_per_instance;
     plan.use_gpus = true;
     plan.slots_source = plan.identity.field_sources["gpus_per_instance"];
+  } else if (auto sm = sagemaker_instance_type(env); sm && find_instance_type(sm->first) != nullptr) {
+    const InstanceType* sm_type = find_instance_type(sm->first);
+    plan.procs_per_instance = sm_type->gpus;
+    plan.use_gpus = true;
+    plan.instance_type = sm->first;
+    plan.slots_source = fmt::format("sagemaker ({}={}: {} x {})", sm->second, sm->first, sm_type->gpus,
+                                    sm_type->accelerator);
   } else if (gpus() > 0) {
     plan.procs_per_instance = gpus();
     plan.use_gpus = true;
@@ -248,6 +266,11 @@ void plan_batch(Plan& plan, Problems& problems) {
       problems.push_back({"/batch/epochs", fmt::format("{} epochs of {} iterations overflow the iteration count", bp.epochs, ipe)});
     bp.iterations_per_epoch = ipe;
     bp.total_iterations = total;
+    if (std::int64_t rest = *bp.dataset_size % bp.global; rest != 0) bp.last_batch = rest;
+  }
+  if (b.learning_rate) {
+    bp.learning_rate = scaled_learning_rate(*b.learning_rate, bp.global);
+    bp.warmup_iterations = b.learning_rate->warmup_iterations;
   }
   plan.batch = bp;
 }
@@ -339,7 +362,29 @@ void check_elastic_sizes(const Plan& plan, Problems& problems) {
   }
 }
 
+// (p-1)/(m+p-1) of each iteration a stage waits, for p stages and m micro-batches; a warning when
+// it is more than a quarter.
+void plan_bubble(Plan& plan) {
+  const std::int64_t p = plan.layout.pipeline;
+  if (p <= 1) return;
+  const std::int64_t m = plan.batch ? plan.batch->micro_batches : plan.spec.batch.micro_batches;
+  const double bubble = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+  plan.pipeline_bubble = bubble;
+  if (bubble <= 0.25) return;
+  const std::int64_t m4 = 4 * p;
+  plan.warnings.push_back(fmt::format(
+      "pipeline bubble (p-1)/(m+p-1) = {}/{} = {:.0f}% of each iteration idle with {} stages and {} micro-batch{}; "
+      "raise batch.micro_batches (at {} it is {:.0f}%)", p - 1, m + p - 1, 100 * bubble, p, m, m == 1 ? "" : "es", m4,
+      100.0 * static_cast<double>(p - 1) / static_cast<double>(m4 + p - 1)));
+}
+
 }  // namespace
+
+double scaled_learning_rate(const LearningRateSpec& lr, std::int64_t global) {
+  if (lr.scaling == "none" || !lr.reference_global_batch || global <= 0) return lr.base;
+  const double ratio = static_cast<double>(global) / static_cast<double>(*lr.reference_global_batch);
+  return lr.scaling == "sqrt" ? lr.base * std::sqrt(ratio) : lr.base * ratio;
+}
 
 Plan replan(const Plan& plan, int instances) {
   Plan out = plan;
@@ -363,6 +408,7 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
   place_workers(plan, ov, env, problems);
   number_ranks(plan, problems);
   if (plan_layout(plan, problems) && spec.has_batch) plan_batch(plan, problems);
+  if (problems.empty()) plan_bubble(plan);
   check_elastic_sizes(plan, problems);
   choose_run_id(plan);
   choose_endpoint(plan, ov, problems);

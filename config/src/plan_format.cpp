@@ -21,7 +21,8 @@ json parallel_json(const Plan& plan) {
   json groups;
   for (GroupKind k : kKinds) groups[group_kind_name(k)] = l.groups(k);
   return {{"pipeline", l.pipeline}, {"tensor", l.tensor},   {"data", l.data},
-          {"order", l.order_text()}, {"schedule", plan.schedule}, {"groups", std::move(groups)}};
+          {"order", l.order_text()}, {"schedule", plan.schedule}, {"groups", std::move(groups)},
+          {"bubble", plan.pipeline_bubble ? json(*plan.pipeline_bubble) : json(nullptr)}};
 }
 
 // "[0 1] node 0" or "[0 4] nodes 0,1"
@@ -97,6 +98,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
   j["use_gpus"] = plan.use_gpus;
   j["bind_gpus"] = s.cluster.bind_gpus;
   j["slots_source"] = plan.slots_source;
+  j["instance_type"] = plan.instance_type.empty() ? json(nullptr) : json(plan.instance_type);
   j["master_addr"] = plan.identity.master_addr;
   j["master_port"] = plan.identity.master_port ? json(*plan.identity.master_port) : json(nullptr);
   j["host"] = plan.identity.host;
@@ -139,7 +141,15 @@ std::string plan_to_json(const Plan& plan, int indent) {
                   {"dataset_size", opt(b.dataset_size)},
                   {"epochs", b.epochs},
                   {"iterations_per_epoch", opt(b.iterations_per_epoch)},
-                  {"total_iterations", opt(b.total_iterations)}};
+                  {"total_iterations", opt(b.total_iterations)},
+                  {"last_batch", opt(b.last_batch)},
+                  {"learning_rate", b.learning_rate ? json(*b.learning_rate) : json(nullptr)},
+                  {"warmup_iterations", b.warmup_iterations}};
+    if (const auto& lr = s.batch.learning_rate)
+      j["batch"]["learning_rate_spec"] = {
+          {"base", lr->base},
+          {"reference_global_batch", lr->reference_global_batch ? json(*lr->reference_global_batch) : json(nullptr)},
+          {"scaling", lr->scaling}};
   } else {
     j["batch"] = nullptr;
   }
@@ -199,6 +209,10 @@ std::string plan_to_text(const Plan& plan) {
                       s.rendezvous.heartbeat_s, s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s),
                       s.rendezvous.token_file ? ", token from " + *s.rendezvous.token_file : std::string(", no token")));
   if (!plan.layout.data_only()) out += parallel_text(plan);
+  if (plan.pipeline_bubble)
+    row("bubble", fmt::format("(p-1)/(m+p-1) = {}/{} = {:.1f}% of each iteration a stage waits", plan.layout.pipeline - 1,
+                              (plan.batch ? plan.batch->micro_batches : s.batch.micro_batches) + plan.layout.pipeline - 1,
+                              100 * *plan.pipeline_bubble));
   if (plan.batch) {
     const auto& b = *plan.batch;
     row("batch", fmt::format("global {} = {} replicas x per-replica {}", b.global, plan.layout.data, b.per_replica));
@@ -206,11 +220,27 @@ std::string plan_to_text(const Plan& plan) {
     if (b.dataset_size)
       row("", fmt::format("{} samples: {} iterations per epoch x {} epoch{} = {} iterations", *b.dataset_size,
                           *b.iterations_per_epoch, b.epochs, b.epochs == 1 ? "" : "s", *b.total_iterations));
+    if (b.last_batch)
+      row("", fmt::format("{} samples do not divide by the global batch {}: the last iteration of each epoch has {} "
+                          "sample{} ({} full iterations before it); the workers decide whether to run or drop it",
+                          *b.dataset_size, b.global, *b.last_batch, *b.last_batch == 1 ? "" : "s",
+                          *b.iterations_per_epoch - 1));
+    if (b.learning_rate) {
+      const auto& lr = *s.batch.learning_rate;
+      std::string how = lr.scaling == "none" || !lr.reference_global_batch
+                            ? fmt::format("base {} (scaling none)", lr.base)
+                            : fmt::format("base {} x {}({} / {})", lr.base, lr.scaling == "sqrt" ? "sqrt" : "",
+                                          b.global, *lr.reference_global_batch);
+      row("learning", fmt::format("rate {:.6g} = {}{}", *b.learning_rate, how,
+                                       b.warmup_iterations > 0 ? fmt::format(", warm-up {} iterations", b.warmup_iterations)
+                                                               : std::string()));
+    }
   } else {
     row("batch", "none (the spec has no batch section)");
   }
   row("restarts", fmt::format("{} (backoff {} s), grace {} s{}", s.restart.max_restarts, s.restart.backoff_s, s.grace_s,
                               s.max_runtime_s ? fmt::format(", max runtime {} s", *s.max_runtime_s) : std::string()));
+  if (s.output.log_dir) row("logs", *s.output.log_dir + "/" + plan.run_id + "/attempt-N/rank-R.{out,err}");
   if (s.restart.checkpoint_dir) row("checkpoints", *s.restart.checkpoint_dir + " (DTRAIN_CHECKPOINT_DIR)");
   if (!s.env.empty()) {
     std::string e;

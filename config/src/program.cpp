@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -38,6 +39,63 @@ std::string find_on_path(const std::string& name, const std::string& path_var) {
   return "";
 }
 
+std::pair<std::string, std::string> find_python(const std::optional<std::string>& flag, const Environment& env) {
+  const std::string* path = env.get("PATH");
+  const std::string* exec = env.get("PYTHON_EXEC");
+  if (exec != nullptr && exec->empty()) exec = nullptr;
+  std::string source = flag ? "--python" : exec != nullptr ? "PYTHON_EXEC" : "python3 from PATH";
+  std::string wanted = flag ? *flag : exec != nullptr ? *exec : "python3";
+  std::string found = find_on_path(wanted, path != nullptr ? *path : "");
+  if (found.empty()) {
+    std::string what = source == "python3 from PATH"
+                           ? fmt::format("python3 is not on PATH ({})", path != nullptr ? *path : "unset")
+                           : fmt::format("{}{} is not an executable file{}", source == "PYTHON_EXEC" ? "PYTHON_EXEC=" : "",
+                                         wanted, wanted.find('/') == std::string::npos ? " on PATH" : "");
+    throw SpecError(kCommandLine, {{source == "PYTHON_EXEC" ? "PYTHON_EXEC" : "--python",
+                                    what + "; give the interpreter with --python PATH (or PYTHON_EXEC), or "
+                                           "--no-python to run the program itself"}});
+  }
+  return {found, source};
+}
+
+bool is_python_command(const std::string& word) {
+  std::string base = fs::path(word).filename().string();
+  if (base.rfind("python", 0) != 0) return false;
+  std::string_view v = std::string_view(base).substr(6);  // "", "3", "3.11"
+  bool dot = false;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == '.' && i > 0 && !dot && i + 1 < v.size()) dot = true;
+    else if (v[i] < '0' || v[i] > '9') return false;
+  }
+  return true;
+}
+
+std::optional<ProgramCommand> retarget_python(JobSpec& spec, const std::optional<std::string>& flag,
+                                              const Environment& env) {
+  if (spec.command.empty()) return std::nullopt;
+  const std::string* exec = env.get("PYTHON_EXEC");
+  bool chosen = flag || (exec != nullptr && !exec->empty());
+  if (!is_python_command(spec.command.front())) {
+    if (flag)
+      throw SpecError(kCommandLine, {{"--python", fmt::format("names the interpreter of a Python command, but the job's "
+                                                              "command starts with {}; drop --python, or make the "
+                                                              "command [\"python3\", ...]", spec.command.front())}});
+    return std::nullopt;
+  }
+  ProgramCommand out;
+  if (chosen) {
+    std::tie(out.python, out.python_source) = find_python(flag, env);
+    spec.command.front() = out.python;
+  } else {
+    const std::string* path = env.get("PATH");
+    out.python = find_on_path(spec.command.front(), path != nullptr ? *path : "");
+    if (out.python.empty()) out.python = spec.command.front();  // check_command names what is missing
+    out.python_source = "the job's command";
+  }
+  out.command = spec.command;
+  return out;
+}
+
 ProgramCommand program_command(const Program& p, const Environment& env) {
   using Mode = Program::Mode;
   std::vector<SpecProblem> problems;
@@ -57,17 +115,9 @@ ProgramCommand program_command(const Program& p, const Environment& env) {
     out.command = p.words;
     return out;
   }
-  const std::string* path = env.get("PATH");
-  std::string wanted = p.python.value_or("python3");
-  out.python = find_on_path(wanted, path != nullptr ? *path : "");
-  out.python_source = p.python ? "--python" : "python3 from PATH";
-  if (out.python.empty()) {
-    std::string what = p.python ? fmt::format("{} is not an executable file{}", wanted,
-                                              wanted.find('/') == std::string::npos ? " on PATH" : "")
-                                : fmt::format("python3 is not on PATH ({})", path != nullptr ? *path : "unset");
-    throw SpecError(kCommandLine, {{"--python", what + "; give the interpreter with --python PATH, or --no-python "
-                                                         "to run the program itself"}});
-  }
+  auto [python, source] = find_python(p.python, env);
+  out.python = python;
+  out.python_source = source;
   out.command = {out.python, "-u"};  // unbuffered, as torchrun runs it: lines reach the terminal at once
   if (p.mode == Mode::module) out.command.push_back("-m");
   out.command.insert(out.command.end(), p.words.begin(), p.words.end());

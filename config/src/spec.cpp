@@ -150,6 +150,20 @@ json parse_text(const std::string& text, Collector& c) {
   }
 }
 
+// One value into the document at `ptr`, remembered under `from` for messages.
+void set_at(json& doc, const std::string& ptr, json value, const std::string& from, const std::string& where, Collector& c) {
+  try {
+    json::json_pointer jp(ptr);
+    if (!doc.is_object()) doc = json::object();
+    doc[jp] = std::move(value);
+    c.set_paths.emplace_back(ptr, from);
+  } catch (const json::exception& e) {
+    std::string what = e.what();
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    c.add(where, fmt::format("cannot set {}: {}", ptr, what));
+  }
+}
+
 // "/batch/global=512" into the document; the value is JSON when it parses as JSON, else a string.
 void apply_set(json& doc, const std::string& assignment, Collector& c) {
   auto eq = assignment.find('=');
@@ -164,15 +178,40 @@ void apply_set(json& doc, const std::string& assignment, Collector& c) {
     if (too_deep_at(raw) == 0) value = json::parse(raw);
   } catch (const json::exception&) {
   }
-  try {
-    json::json_pointer jp(ptr);
-    if (!doc.is_object()) doc = json::object();
-    doc[jp] = value;
-    c.set_paths.push_back(ptr);
-  } catch (const json::exception& e) {
-    std::string what = e.what();
-    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    c.add("--set", fmt::format("cannot set {}: {}", ptr, what));
+  set_at(doc, ptr, std::move(value), "--set " + ptr, "--set", c);
+}
+
+// A spec field a torchrun flag sets (--log-dir, --rdzv-conf timeout=60).
+void apply_flag_set(json& doc, const FlagSet& f, Collector& c) {
+  json value = f.value;
+  if (!f.is_string) {
+    try {
+      if (too_deep_at(f.value) == 0) value = json::parse(f.value);
+    } catch (const json::exception&) {
+    }
+  }
+  set_at(doc, f.pointer, std::move(value), f.flag, f.flag, c);
+}
+
+// A NUL inside a string would cut it where the workers see it (argv, environment, paths): every
+// string and key of the document is refused with its path instead.
+void check_nul(const json& v, const std::string& path, Collector& c) {
+  auto nul = [&](const std::string& s, const std::string& at, const char* what) {
+    if (s.find('\0') != std::string::npos)
+      c.add(at.empty() ? "/" : at, fmt::format("{} holds a NUL character (\\u0000), which would cut it short; remove it",
+                                              what));
+  };
+  if (v.is_string()) {
+    nul(v.get_ref<const std::string&>(), path, "the string");
+  } else if (v.is_object()) {
+    for (const auto& [key, x] : v.items()) {
+      std::string shown;  // the key as a path, its NULs written as JSON writes them
+      for (char ch : escape_token(key)) shown += ch == '\0' ? std::string("\\u0000") : std::string(1, ch);
+      nul(key, path + "/" + shown, "the key");
+      check_nul(x, path + "/" + shown, c);
+    }
+  } else if (v.is_array()) {
+    for (std::size_t i = 0; i < v.size(); ++i) check_nul(v[i], path + "/" + std::to_string(i), c);
   }
 }
 
@@ -316,7 +355,8 @@ void walk(const json& obj, const std::string& parent, JobSpec& spec, Collector& 
     std::string_view p = f.path;
     if (!f.required || p.substr(0, p.rfind('/')) != parent) continue;
     if (!obj.contains(std::string(p.substr(p.rfind('/') + 1))))
-      c.add(f.path, fmt::format("missing; every job needs it ({}), e.g. \"command\": [\"python3\", \"train.py\"]", f.doc));
+      c.add(f.path, parent.empty() ? fmt::format("missing; every job needs it ({}), e.g. \"command\": [\"python3\", \"train.py\"]", f.doc)
+                                   : fmt::format("missing; {} needs it ({})", parent, f.doc));
   }
 }
 
@@ -336,7 +376,11 @@ JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
   spec.source = source;
   if (!c.problems.empty() && doc.is_null()) throw SpecError(display_source(source), c.problems);
   for (const auto& s : overrides.sets) apply_set(doc, s, c);
+  for (const auto& f : overrides.flag_sets) apply_flag_set(doc, f, c);
   if (overrides.command && doc.is_object()) doc["command"] = *overrides.command;
+  std::size_t before_nul = c.problems.size();
+  check_nul(doc, "", c);
+  if (c.problems.size() != before_nul) throw SpecError(display_source(source), c.problems);
   if (!doc.is_object()) {
     c.add("/", fmt::format("the job spec is {}; expected a JSON object, e.g. {{\"command\": [\"python3\", \"train.py\"]}}",
                            kind(doc)));

@@ -6,6 +6,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/config/fields.hpp"
+#include "dtrain/config/instance_types.hpp"
 #include "spec_internal.hpp"
 
 namespace dtrain::config::detail {
@@ -33,6 +34,28 @@ void check_combinations(const json& doc, const JobSpec& spec, Collector& c) {
           fmt::format("{} conflicts with /cluster/gpus_per_instance {}; give gpus_per_instance for GPU workers or "
                       "procs_per_instance for CPU workers, not both",
                       *spec.cluster.procs_per_instance, *spec.cluster.gpus_per_instance));
+  if (const InstanceType* t = spec.cluster.instance_type ? find_instance_type(*spec.cluster.instance_type) : nullptr) {
+    // gpus_per_instance may use fewer GPUs than the instance has, not more; CPU workers contradict it
+    if (spec.cluster.gpus_per_instance && *spec.cluster.gpus_per_instance > t->gpus)
+      c.add("/cluster/gpus_per_instance",
+            fmt::format("{} is more than the {} GPUs of /cluster/instance_type \"{}\"; give at most {}, or leave it out "
+                        "to use them all", *spec.cluster.gpus_per_instance, t->gpus, *spec.cluster.instance_type, t->gpus));
+    if (spec.cluster.procs_per_instance)
+      c.add("/cluster/procs_per_instance",
+            fmt::format("{} CPU workers conflicts with /cluster/instance_type \"{}\", which gives {} GPU workers per "
+                        "instance; give one of them", *spec.cluster.procs_per_instance, *spec.cluster.instance_type,
+                        t->gpus));
+  }
+  if (const auto& lr = spec.batch.learning_rate; lr && doc.contains("batch") && doc.at("batch").is_object() &&
+                                                   doc.at("batch").contains("learning_rate") &&
+                                                   doc.at("batch").at("learning_rate").is_object()) {
+    if (!has("/batch/learning_rate/base"))
+      c.add("/batch/learning_rate/base", "missing; the learning rate needs its base rate, e.g. \"base\": 0.1");
+    if (!lr->reference_global_batch && lr->scaling != "none" && has("/batch/learning_rate/base"))
+      c.add("/batch/learning_rate/reference_global_batch",
+            fmt::format("missing; scaling \"{}\" scales base from the global batch it was tuned at, e.g. "
+                        "\"reference_global_batch\": 256 (or \"scaling\": \"none\")", lr->scaling));
+  }
   if (spec.has_batch && doc.at("batch").is_object()) {
     const auto& b = spec.batch;
     if (!has("/batch/per_replica") && !has("/batch/global"))

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the spec parser and the plan inside dtrain_config.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,12 +19,14 @@ std::string kind(const nlohmann::json& value);
 // The problems of one spec, each under its JSON pointer (or flag), saying when --set made the value.
 struct Collector {
   std::vector<SpecProblem> problems;
-  std::vector<std::string> set_paths;  // pointers edited by --set, so messages can say so
+  // pointers edited by --set or a flag, with what to name ("--set /batch/global", "--log-dir"),
+  // so messages can say where a value came from
+  std::vector<std::pair<std::string, std::string>> set_paths;
 
   void add(const std::string& path, std::string message) {
-    for (const auto& s : set_paths) {
+    for (const auto& [s, from] : set_paths) {
       if (path == s || path.rfind(s + "/", 0) == 0 || s.rfind(path + "/", 0) == 0) {
-        message += " (from --set " + s + ")";
+        message += " (from " + from + ")";
         break;
       }
     }

@@ -57,7 +57,7 @@ TEST_SUITE("cli::command_line") {
     r = run({DTRAIN_BIN, "launch", script}, env);
     CHECK(r.status == 2);
     CHECK(has(r.err, "--python: python3 is not on PATH"));
-    CHECK(has(r.err, "give the interpreter with --python PATH, or --no-python"));
+    CHECK(has(r.err, "give the interpreter with --python PATH (or PYTHON_EXEC), or --no-python"));
   }
 
   TEST_CASE("-m MODULE, --no-python PROG and -- PROG") {

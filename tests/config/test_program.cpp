@@ -62,10 +62,22 @@ TEST_SUITE("config::program") {
     CHECK(program_command(p, path_env("/nonexistent:/bin")).python == "/bin/sh");
     p.python.reset();
     CHECK(what(p, path_env("/nonexistent")) ==
-          "--python: python3 is not on PATH (/nonexistent); give the interpreter with --python PATH, or --no-python "
-          "to run the program itself");
+          "--python: python3 is not on PATH (/nonexistent); give the interpreter with --python PATH (or PYTHON_EXEC), "
+          "or --no-python to run the program itself");
     p.python = "/nonexistent/python";
     CHECK(what(p, path_env("/bin")).find("--python: /nonexistent/python is not an executable file;") == 0);
+    // torchrun's PYTHON_EXEC when there is no --python; --python wins over it
+    Environment e = path_env("/bin");
+    e.vars["PYTHON_EXEC"] = "/bin/sh";
+    p.python.reset();
+    ProgramCommand pc = program_command(p, e);
+    CHECK(pc.command == std::vector<std::string>{"/bin/sh", "-u", "t.py"});
+    CHECK(pc.python_source == "PYTHON_EXEC");
+    p.python = "true";
+    CHECK(program_command(p, e).python == "/bin/true");
+    e.vars["PYTHON_EXEC"] = "python9";
+    p.python.reset();
+    CHECK(what(p, e).find("PYTHON_EXEC: PYTHON_EXEC=python9 is not an executable file on PATH;") == 0);
     CHECK(find_on_path("sh", "/nonexistent::/bin") == "/bin/sh");
   }
 

@@ -54,7 +54,15 @@ struct BatchPlan {
   std::int64_t epochs = 1;
   std::optional<std::int64_t> iterations_per_epoch;  // needs dataset_size
   std::optional<std::int64_t> total_iterations;
+  // dataset_size that does not divide by global: the last iteration of each epoch has only this many
+  // samples (the workers see DTRAIN_DATASET_SIZE and decide: a short last batch, or drop it)
+  std::optional<std::int64_t> last_batch;
+  std::optional<double> learning_rate;  // batch.learning_rate scaled to this global batch
+  std::int64_t warmup_iterations = 0;
 };
+
+// The scaled rate of batch.learning_rate at `global` samples per iteration.
+double scaled_learning_rate(const LearningRateSpec& lr, std::int64_t global);
 
 struct Plan {
   JobSpec spec;
@@ -78,7 +86,10 @@ struct Plan {
   std::string rdzv_source;                 // "flags", "spec", "slurm", "sagemaker", "torch-env", "standalone"
   std::vector<std::string> warnings;       // sound but probably unintended (shown by plan and launch)
   std::string python;                      // the interpreter of a script or module launch (program.hpp)
-  std::string python_source;               // "--python", "python3 from PATH"
+  std::string python_source;               // "--python", "PYTHON_EXEC", "python3 from PATH"
+  std::string instance_type;               // the GPU instance type the GPUs per instance came from
+  // pipeline > 1: the idle fraction of each iteration, (p-1)/(m+p-1) for p stages and m micro-batches
+  std::optional<double> pipeline_bubble;
 
   bool elastic() const { return min_instances < instances; }
 };

@@ -18,6 +18,16 @@ struct ClusterSpec {
   bool gpus_auto = true;                 // "auto" (or unset)
   std::optional<int> procs_per_instance; // CPU spelling of the same field; unset: one per core
   bool bind_gpus = false;                // set CUDA_VISIBLE_DEVICES to one GPU per worker
+  std::optional<std::string> instance_type;  // "ml.p3.8xlarge", "p4d.24xlarge": GPUs per instance from a table
+};
+
+// batch.learning_rate: the rate the plan computes for the job's global batch (and recomputes when
+// an elastic job's global batch changes).
+struct LearningRateSpec {
+  double base = 0;                                       // the rate at reference_global_batch
+  std::optional<std::int64_t> reference_global_batch;    // the global batch `base` was tuned at
+  std::string scaling = "linear";                        // "linear" | "sqrt" | "none"
+  std::int64_t warmup_iterations = 0;                    // iterations to ramp up to the rate
 };
 
 struct BatchSpec {
@@ -26,6 +36,7 @@ struct BatchSpec {
   std::int64_t micro_batches = 1;
   std::optional<std::int64_t> dataset_size;
   std::int64_t epochs = 1;
+  std::optional<LearningRateSpec> learning_rate;
 };
 
 // Model parallelism (dtrain-job(5), parallel): pipeline stages x tensor shards x data replicas.
@@ -93,6 +104,15 @@ struct JobSpec {
 // Command-line overrides shared by `plan` and `launch` (flags win over the spec and environment).
 // Flags given as text (--nnodes, --nproc-per-node) are checked with the spec, so that every problem
 // is reported together.
+// A spec field set by a flag (--log-dir, --grace, --rdzv-conf timeout=60, ...): applied like --set,
+// before validation, and named by its flag in messages.
+struct FlagSet {
+  std::string pointer;  // "/output/log_dir"
+  std::string value;    // JSON text, or the string itself when is_string
+  bool is_string = false;
+  std::string flag;     // "--log-dir", "--rdzv-conf timeout"
+};
+
 struct Overrides {
   std::optional<int> nodes;
   std::optional<int> min_nodes;            // --nnodes MIN:MAX (nodes holds MAX)
@@ -110,6 +130,10 @@ struct Overrides {
   std::optional<std::vector<std::string>> command;  // replaces the spec's command (program.hpp)
   std::optional<std::string> default_name;          // the job name when the spec has none
   std::vector<std::string> sets;           // "/json/pointer=value" (value parsed as JSON, else string)
+  std::vector<FlagSet> flag_sets;          // spec fields set by torchrun's flags (applied after sets)
+  // Workers per node when neither a flag nor the spec says: torchrun's default (1) for a launch
+  // without a job file; unset: visible GPUs, else CPUs (the job spec's "auto").
+  std::optional<int> default_nproc_per_node;
   std::vector<SpecProblem> flag_problems;  // flags that did not parse, reported with the spec's problems
 };
 
@@ -119,6 +143,14 @@ void set_nnodes(Overrides& o, const std::string& text);
 void set_nproc_per_node(Overrides& o, const std::string& text);
 // --rdzv-backend: builtin, c10d, static (dtrain's own rendezvous) or etcd, etcd-v2 (an etcd cluster).
 void set_rdzv_backend(Overrides& o, const std::string& text);
+
+// --rdzv-conf KEY=VALUE,...: torchrun's rendezvous keys as spec fields (timeout and join_timeout ->
+// rendezvous.join_timeout_s, last_call_timeout -> last_call_s, ...); keys with no field add a line to
+// `notes` saying what dtrain does instead; an unknown key or a malformed pair is a flag problem.
+void set_rdzv_conf(Overrides& o, const std::string& text, std::vector<std::string>& notes);
+std::vector<std::string> rdzv_conf_keys();
+// The spec field a --rdzv-conf key sets ("/rendezvous/join_timeout_s"), or nullopt (a note, or unknown).
+std::optional<std::string> rdzv_conf_pointer(const std::string& key);
 
 // Parses and validates a spec; on any problem throws SpecError listing every problem found.
 JobSpec load_spec_file(const std::filesystem::path& file, const Overrides& overrides);
