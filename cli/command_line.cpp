@@ -88,6 +88,7 @@ std::vector<std::string> split_program(const CLI::App& sub, const std::vector<st
       // JOB.json as the first word keeps the options after it (the job file form)
       if (!job_file && ends_with(a, ".json")) {
         job_file = true;
+        out.job_file = a;
         cli.push_back(a);
         continue;
       }
@@ -97,9 +98,23 @@ std::vector<std::string> split_program(const CLI::App& sub, const std::vector<st
     auto eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
     std::string name = dashed(sub, a.substr(0, eq));
     const CLI::Option* opt = sub.get_option_no_throw(name);
+    if (opt == nullptr && a.size() > 2 && a[1] != '-') {  // torchrun's -r3, -t3: a short option and its value
+      const CLI::Option* s = sub.get_option_no_throw(a.substr(0, 2));
+      if (s != nullptr && s->get_items_expected_max() > 0) {
+        cli.push_back(a.substr(0, 2));
+        cli.push_back(a.substr(2));
+        continue;
+      }
+    }
     if (opt == nullptr) unknown_option(sub, name);
     cli.push_back(eq == std::string::npos ? name : name + a.substr(eq));
-    if (eq == std::string::npos && opt->get_items_expected_max() > 0 && i + 1 < args.size()) cli.push_back(args[++i]);
+    std::string value = eq == std::string::npos ? std::string() : a.substr(eq + 1);
+    if (eq == std::string::npos && opt->get_items_expected_max() > 0 && i + 1 < args.size()) {
+      value = args[++i];
+      cli.push_back(value);
+    }
+    if (name == "--spec") out.job_file = value;
+    if (name == "--set") out.sets.push_back(value);
   }
   return cli;
 }

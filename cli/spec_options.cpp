@@ -1,6 +1,7 @@
 // The job options of plan and launch (spec_options.hpp).
 #include "spec_options.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -9,7 +10,9 @@
 #include "dtrain/agent/multinode.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/config/program.hpp"
+#include "dtrain/common/text.hpp"
 #include "dtrain/rendezvous/auth.hpp"
+#include "torchrun_flags.hpp"
 
 namespace dtrain::cli {
 namespace {
@@ -26,51 +29,13 @@ void add_program_options(CLI::App* sub, SpecArgs& args) {
   sub->add_flag("--run-path", args.run_path, "run the script by its path (torchrun's; what dtrain always does)");
 }
 
-void add_torchrun_options(CLI::App* sub, config::Overrides& o) {
-  sub->add_option_function<std::string>("--nnodes,--nodes", [&o](const std::string& v) { config::set_nnodes(o, v); },
-                                        "number of nodes, N, or MIN:MAX for an elastic job (overrides "
-                                        "cluster.instances, Slurm, SageMaker, torch env)")
-      ->type_name("N");
-  sub->add_option_function<std::string>("--nproc-per-node", [&o](const std::string& v) { config::set_nproc_per_node(o, v); },
-                                        "workers per node: a count, gpu (one per GPU), cpu (one per CPU) or auto "
-                                        "(GPUs if any, else CPUs)")
-      ->type_name("N");
-  sub->add_option_function<int>("--node-rank", [&o](const int& v) { o.node_rank = v; },
-                                "this node's rank, 0 to nodes-1 (overrides the environment)")
-      ->type_name("R");
-  sub->add_flag("--standalone", o.standalone, "one node with a rendezvous of its own (ignores the environment's nodes)");
-  sub->add_option_function<std::string>("--rdzv-endpoint,--rdzv", [&o](const std::string& v) { o.rdzv = v; },
-                                        "rendezvous HOST[:PORT], port 29400 when left out (overrides "
-                                        "rendezvous.endpoint)")
-      ->type_name("HOST:PORT");
-  sub->add_option_function<std::string>("--rdzv-id", [&o](const std::string& v) { o.run_id = v; },
-                                        "the run id every node shares (overrides rendezvous.run_id)")
-      ->type_name("ID");
-  sub->add_option_function<std::string>(
-         "--rdzv-backend",
-         [&o](const std::string& v) { config::set_rdzv_backend(o, v); },
-         "builtin (also c10d, static: dtrain's own rendezvous) or etcd (also etcd-v2: an etcd v3 cluster at "
-         "--rdzv-endpoint); overrides rendezvous.backend")
-      ->type_name("NAME");
-  sub->add_option_function<std::string>("--master-addr", [&o](const std::string& v) { o.master_addr = v; },
-                                        "node 0's address: MASTER_ADDR, and the rendezvous host when no endpoint "
-                                        "is given (at port 29400)")
-      ->type_name("ADDR");
-  sub->add_option_function<int>("--master-port", [&o](const int& v) { o.master_port = v; },
-                                "MASTER_PORT of the workers, exactly (default: the exported MASTER_PORT, else a "
-                                "free port)")
-      ->type_name("PORT");
-  sub->add_option_function<int>("--max-restarts", [&o](const int& v) { o.max_restarts = v; },
-                                "restarts of the whole group after a failure (overrides restart.max_restarts)")
-      ->type_name("N");
-}
-
 }  // namespace
 
 void add_spec_options(CLI::App* sub, SpecArgs& args) {
   add_program_options(sub, args);
   auto& o = args.overrides;
-  add_torchrun_options(sub, o);
+  add_torchrun_options(sub, args);
+  add_run_options(sub, args);
   sub->add_option_function<std::string>("--token-file", [&o](const std::string& v) { o.token_file = v; },
                                         "file holding the rendezvous token (overrides rendezvous.token_file)")
       ->type_name("FILE");
@@ -80,6 +45,10 @@ void add_spec_options(CLI::App* sub, SpecArgs& args) {
       ->expected(1)
       ->allow_extra_args(false)  // one /PTR=VALUE per --set: a job file after it stays the job file
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  // torchrun (argparse) takes the last of a repeated option: so does every option with one value
+  for (CLI::Option* opt : sub->get_options())
+    if (!opt->get_lnames().empty() && opt->get_lnames().front() != "set" && opt->get_items_expected_max() == 1)
+      opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
 namespace {
@@ -129,6 +98,7 @@ config::Plan load_plan(const SpecArgs& args, bool job_required, const config::En
   if (!file.empty()) {
     spec = config::load_spec_file(file, ov);
   } else if (program) {
+    ov.default_nproc_per_node = 1;  // torchrun's command line, torchrun's default: one worker per node
     spec = config::command_spec(ov);
   } else if (job_required) {
     throw ConfigError("no job given; usage: dtrain plan JOB.json, or dtrain plan [OPTIONS] train.py [ARGS] (see "
@@ -139,11 +109,106 @@ config::Plan load_plan(const SpecArgs& args, bool job_required, const config::En
   if (program) config::check_script(*program, spec);
   if (args.program != nullptr)
     spec.command.insert(spec.command.end(), args.program->appended.begin(), args.program->appended.end());
+  if (!program) {
+    if (auto py = config::retarget_python(spec, args.python, env)) pc = *py;
+  }
   config::Plan plan = config::make_plan(spec, ov, env);
   plan.python = pc.python;
   plan.python_source = pc.python_source;
+  if (!args.run.redirects.empty()) (void)parse_streams(args.run.redirects, "--redirects");
+  if (!args.run.tee.empty()) (void)parse_streams(args.run.tee, "--tee");
+  if (args.run.role.empty()) throw ConfigError("--role: empty; expected a role name such as trainer (ROLE_NAME)");
+  (void)terminal_ranks(args.run, plan);
   for (const auto& w : plan.warnings) std::fprintf(stderr, "dtrain: warning: %s\n", w.c_str());
+  std::vector<std::string> said;
+  for (const auto& n : args.notes) {
+    if (std::find(said.begin(), said.end(), n) != said.end()) continue;
+    said.push_back(n);
+    std::fprintf(stderr, "dtrain: note: %s\n", n.c_str());
+  }
   return plan;
+}
+
+namespace {
+
+// "0,3", "0-3,7" (ranks from 0 to limit-1); `flag` names the option in messages.
+std::set<int> parse_rank_list(const std::string& list, int limit, const char* flag, const char* what) {
+  std::set<int> out;
+  for (const auto& part : text::split(list, ',')) {
+    auto bad = [&] {
+      return ConfigError(fmt::format("{} {}: '{}' is not a {} or a range A-B of {}s 0..{}", flag, list, part, what, what,
+                                     limit - 1));
+    };
+    if (part.empty()) throw bad();
+    auto dash = part.find('-');
+    int x = 0, y = 0;
+    try {
+      std::size_t pos = 0;
+      if (dash == std::string::npos) {
+        x = y = std::stoi(part, &pos);
+        if (pos != part.size()) throw bad();
+      } else {
+        x = std::stoi(part.substr(0, dash), &pos);
+        if (pos != dash) throw bad();
+        std::string rest = part.substr(dash + 1);
+        y = std::stoi(rest, &pos);
+        if (pos != rest.size()) throw bad();
+      }
+    } catch (const std::logic_error&) {
+      throw bad();
+    }
+    if (x < 0 || y < x || y >= limit) throw bad();
+    for (int k = x; k <= y; ++k) out.insert(k);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::set<int>> terminal_ranks(const RunArgs& run, const config::Plan& plan) {
+  std::optional<std::set<int>> out;
+  if (!run.ranks.empty()) out = parse_rank_list(run.ranks, plan.world_size, "--ranks", "rank");
+  if (!run.local_ranks_filter.empty()) {
+    std::set<int> local = parse_rank_list(run.local_ranks_filter, plan.procs_per_instance, "--local-ranks-filter",
+                                          "local rank");
+    std::set<int> global;
+    for (const auto& r : plan.ranks)
+      if (r.node_rank == plan.identity.node_rank && local.count(r.local_rank) &&
+          (!out || out->count(r.rank)))
+        global.insert(r.rank);
+    out = std::move(global);
+  }
+  return out;
+}
+
+agent::StreamChoice parse_streams(const std::string& text, const char* flag) {
+  agent::StreamChoice c;
+  auto bad = [&] {
+    return ConfigError(fmt::format("{} {}: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or LOCAL_RANK:N "
+                                   "pairs such as 0:3,1:2", flag, text));
+  };
+  auto digit = [&](const std::string& d) {
+    if (d.size() != 1 || d[0] < '0' || d[0] > '3') throw bad();
+    return d[0] - '0';
+  };
+  if (text.find(':') == std::string::npos) {
+    c.all = digit(text);
+    return c;
+  }
+  for (const auto& part : text::split(text, ',')) {
+    auto colon = part.find(':');
+    if (colon == std::string::npos || colon == 0) throw bad();
+    int rank = 0;
+    try {
+      std::size_t pos = 0;
+      rank = std::stoi(part.substr(0, colon), &pos);
+      if (pos != colon || rank < 0) throw bad();
+    } catch (const std::logic_error&) {
+      throw bad();
+    }
+    c.by_local_rank[rank] = digit(part.substr(colon + 1));
+  }
+  return c;
 }
 
 config::Plan load_plan(const SpecArgs& args, bool job_required) {
