@@ -4,7 +4,7 @@
 # host name, and a hosts file as the kubelet and the cluster DNS answer),
 # runs `dtrain launch job.json` with no identity flag, and the three must form one job whose
 # c_allreduce workers allreduce across the hosts: a PyTorchJob before and since training-operator
-# 1.8, and an indexed Job with a headless service. Node ranks, the node count and the master come
+# 1.8, an indexed Job with a headless service, and an elastic PyTorchJob (PET_* only). Node ranks, the node count and the master come
 # from that env alone, so a wrong identity fails the case (a duplicate rank, a wrong size, a master
 # that does not resolve). Exit 77 (reason printed) where namespaces cannot be made.
 #
@@ -145,6 +145,35 @@ pod 0 ij-0 ij JOB_COMPLETION_INDEX=0
 sleep 2
 for i in 1 2; do echo "$(addr 0) $(fq 0)" >>"/etc/netns/$prefix-n$i/hosts"; done
 check ij 1 "$(fq 0):29400"
+
+# 4. elastic PyTorchJob (elasticPolicy minReplicas 1, maxReplicas 3, Worker replicas only): no
+# MASTER_ADDR, RANK or WORLD_SIZE; torchrun's PET_* name the range and the endpoint (the first
+# worker's name, the Worker's container port), and the rendezvous numbers the nodes as they join
+el_hosts=("$(addr 0) el-worker-0" "$(addr 1) el-worker-1" "$(addr 2) el-worker-2")
+for i in 0 1 2; do hosts_file "$i" "${el_hosts[@]}"; done
+job el 1
+elastic() { echo PET_RDZV_ENDPOINT=el-worker-0:23456 PET_RDZV_BACKEND=c10d PET_NNODES=1:3 PYTHONUNBUFFERED=0; }
+pod 2 el-worker-2 el $(elastic)
+pod 1 el-worker-1 el $(elastic)
+pod 0 el-worker-0 el $(elastic)
+before=$failures
+for i in 0 1 2; do
+  wait_rc "${pids[$i]}" 90
+  [ "$rc" = 0 ] || fail "el: host $i exited $rc"
+done
+seen=""
+for r in 0 1 2; do
+  e="$tmp/el/env-$r"
+  grep -qx "WORLD_SIZE=3" "$e" 2>/dev/null || fail "el: rank $r: $(grep ^WORLD_SIZE= "$e" 2>/dev/null), expected 3"
+  grep -qx "GROUP_RANK=$r" "$e" 2>/dev/null || fail "el: rank $r: $(grep GROUP_RANK= "$e" 2>/dev/null)"
+  grep -qx "DTRAIN_STORE_ADDR=el-worker-0:23456" "$e" 2>/dev/null || fail "el: rank $r does not meet at el-worker-0:23456"
+  a=$(sed -n 's/^DTRAIN_LOCAL_ADDR=//p' "$e" 2>/dev/null)
+  case " $seen " in *" $a "*) fail "el: two ranks on host $a" ;; esac
+  seen="$seen $a"
+  grep -q "rank $r/3 ok" "$tmp"/el/node*.out || fail "el: no 'rank $r/3 ok'"
+done
+no_workers_left "$prefix-el" || fail "el: workers left behind"
+if [ "$failures" -eq "$before" ]; then ok "el: one elastic job of 3 ranks on 3 hosts"; else show el; fi
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all Kubernetes env cases passed"
