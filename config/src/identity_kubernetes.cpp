@@ -109,8 +109,13 @@ void apply_indexed_job(std::optional<EnvIdentity>& e, const Environment& env, Pr
     return;
   }
   e->node_rank = Sourced{*index, "kubernetes", "JOB_COMPLETION_INDEX"};
-  if (const std::string* n = env.get("PET_NNODES"); n != nullptr && !e->instances)  // a Kubeflow TrainJob's
+  bool torch_env = e->source == "torch-env";  // it has read WORLD_SIZE and PET_NNODES already
+  if (const std::string* n = env.get("PET_NNODES"); n != nullptr && !torch_env) {  // a Kubeflow TrainJob's
     if (auto count = pet_nnodes_count(*n)) e->instances = Sourced{*count, "kubernetes", "PET_NNODES"};
+  } else if (!torch_env) {  // the manifest's own
+    if (auto count = env_int(env, "WORLD_SIZE", "kubernetes: the number of nodes", 1, 65536, out))
+      e->instances = Sourced{*count, "kubernetes", "WORLD_SIZE"};
+  }
   e->needs_count = !e->instances;
   if (e->master.empty()) e->master = indexed_job_master(env, *index, out);
 }

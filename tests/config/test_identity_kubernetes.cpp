@@ -113,6 +113,15 @@ TEST_SUITE("config::identity kubernetes") {
     CHECK(discover_identity(spec_of(), {}, env).node_rank == 1);
     env.vars["RANK"] = "0";
     CHECK(has(failure(spec_of(), {}, env), "JOB_COMPLETION_INDEX: 1 (kubernetes) disagrees with RANK=0 (torch-env)"));
+    // WORLD_SIZE alone (no MASTER_ADDR, no RANK) is the node count too, with index 0's host name.
+    env = env_of({{"JOB_COMPLETION_INDEX", "2"}, {"WORLD_SIZE", "3"}}, "t-2.s.n");
+    id = discover_identity(spec_of(), {}, env);
+    CHECK(id.instances == 3);
+    CHECK(id.master_addr == "t-0.s.n");
+    env.vars["WORLD_SIZE"] = "three";
+    auto msg = failure(spec_of(), {}, env);
+    CHECK(has(msg, "WORLD_SIZE: \"three\""));
+    CHECK(has(msg, "nothing gives the node count"));
   }
 
   TEST_CASE("indexed Job: what cannot be known is refused with what to set") {
