@@ -107,7 +107,24 @@ TEST_SUITE("cli::plan_launch") {
     auto job = t.write("job.json", R"({"command": ["true"]})");
     CHECK(ok(plan({job}, gpus))["procs_per_instance"] == 4);
     // with --spec, the job file's default stands
-    CHECK(ok(plan({"--spec", job, "--", "/bin/true"}, gpus))["procs_per_instance"] == 4);
+    CHECK(ok(plan({"--spec", job, "--", "/bin/true"}, gpus))["procs_per_instance"] == 4);    // and the launch starts exactly one worker
+    Result r = run({DTRAIN_BIN, "launch", "--no-progress", "--no-tag", "--", "/bin/sh", "-c", "echo worker $RANK of $WORLD_SIZE"});
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out == "worker 0 of 1\n");
+  }
+
+  TEST_CASE("the workers get the learning rate the plan scaled (DTRAIN_LEARNING_RATE, DTRAIN_WARMUP_ITERATIONS)") {
+    TempDir t;
+    auto job = t.write("job.json", R"({"command": ["/bin/sh", "-c", "echo lr=$DTRAIN_LEARNING_RATE warmup=$DTRAIN_WARMUP_ITERATIONS"],
+                                       "cluster": {"procs_per_instance": 2},
+                                       "batch": {"per_replica": 64, "learning_rate": {"base": 0.1, "reference_global_batch": 256,
+                                                                                      "scaling": "linear", "warmup_iterations": 5}}})");
+    Result r = run({DTRAIN_BIN, "launch", "--no-progress", "--no-tag", job});
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out == "lr=0.05 warmup=5\nlr=0.05 warmup=5\n");  // 0.1 x 128 / 256
+    CHECK(ok(plan({job}))["batch"]["learning_rate"].get<double>() == doctest::Approx(0.05));
   }
 
   TEST_CASE("--python and PYTHON_EXEC run a job file's Python command") {
