@@ -47,8 +47,8 @@ hosts_file() {
   printf '%s\n' "$@" >>"/etc/netns/$prefix-n$i/hosts"
 }
 
-# job NAME PROCS: the ConfigMap's job.json (no node count, no endpoint, no rank); each worker dumps
-# its env to $T/env-$RANK and runs c_allreduce
+# job NAME PROCS [EXTRA]: the ConfigMap's job.json (no endpoint, no rank; EXTRA: more cluster
+# fields); each worker dumps its env to $T/env-$RANK and runs c_allreduce
 job() {
   local name=$1 procs=$2 extra=${3:-}
   mkdir -p "$tmp/$name"
@@ -62,8 +62,9 @@ EOF
 }
 
 declare -a pids
-# pod I HOSTNAME NAME VAR=VALUE...: `dtrain launch job.json` inside host I, with host name HOSTNAME
-# and exactly the pod's env (sanitizer settings passed on)
+# pod I HOSTNAME NAME VAR=VALUE...: the container's `dtrain launch job.json` (--no-progress: no live
+# lines in the logs) inside host I, with host name HOSTNAME and exactly the pod's env (sanitizer
+# settings passed on)
 pod() {
   local i=$1 host=$2 name=$3
   shift 3
