@@ -197,7 +197,7 @@ dtrain_status_t dtrain_allreduce(dtrain_comm_t comm, const void* sendbuf, void* 
     check_allreduce_alias(sendbuf, recvbuf, count, dtype);
     if (on_device(sendbuf, recvbuf)) {
       nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
-      return on_nccl(comm, [&] { n.allreduce(sendbuf, recvbuf, count, dtype, op, stream); });
+      return on_nccl(comm, [&] { n.allreduce(sendbuf, recvbuf, count, dtype, op, stream, c.premul_scale(op)); });
     }
     c.allreduce(sendbuf, recvbuf, count, dtype, op);
     return DTRAIN_SUCCESS;
@@ -246,7 +246,7 @@ dtrain_status_t dtrain_reduce_scatter(dtrain_comm_t comm, const void* sendbuf, v
     const bool same = reduce_scatter_alias(sendbuf, recvbuf, recvcount, dtype, c.rank(), c.size());
     if (on_device(sendbuf, recvbuf)) {
       nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
-      return on_nccl(comm, [&] { n.reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, stream); });
+      return on_nccl(comm, [&] { n.reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, stream, c.premul_scale(op)); });
     }
     if (same && c.rank() != 0) {
       // recv == send: NCCL's in-place layout, then the result moves to the first recvcount elements.

@@ -123,18 +123,20 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
   if (!valid_dtype(dtype))
     throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("{}: invalid dtype {}", op_kind_name(kind),
                                                              static_cast<int>(dtype)));
-  const bool reducing = kind == OpKind::allreduce || kind == OpKind::reduce_scatter;
+  const bool reducing = kind == OpKind::allreduce || kind == OpKind::reduce_scatter || kind == OpKind::reduce;
   if (reducing) check_reduction(kind, dtype, op);
-  if (kind == OpKind::broadcast && (root < 0 || root >= size()))
-    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                    fmt::format("broadcast: root {} is not a rank of this communicator (size {})", root, size()));
+  const bool rooted = kind == OpKind::broadcast || kind == OpKind::reduce || kind == OpKind::gather ||
+                      kind == OpKind::scatter;
+  if (rooted && (root < 0 || root >= size()))
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("{}: root {} is not a rank of this communicator (size {})",
+                                                             op_kind_name(kind), root, size()));
   OpDesc d;
   d.seq = ++seq_;
   d.kind = kind;
   d.dtype = dtype;
   d.premul = reducing && premul_.count(op) != 0;
   d.op = reducing && !d.premul ? op : DTRAIN_SUM;
-  d.root = kind == OpKind::broadcast ? root : 0;
+  d.root = rooted ? root : 0;
   d.count = count;
   d.start = coarse_now();
   d.deadline = d.start + cfg_.timeout;

@@ -68,6 +68,10 @@ std::string default_host_identity();
 // this host's name.
 std::string default_advertise(bool all_local);
 
+// The tag of a collective's point-to-point messages: negative, so never a user's (tags are >= 0),
+// and naming the op and root in mismatch messages (describe_p2p).
+int coll_tag(OpKind kind, int root);
+
 // Fills the tunables (timeout, transport, slot and chunk sizes, spin) from the DTRAIN_* registry.
 // Throws ConfigError for malformed values.
 void apply_params(CommConfig& cfg, double timeout_s_override);
@@ -108,6 +112,14 @@ class Communicator {
   void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype);
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype, dtrain_op_t op);
   void barrier();
+  // Since 0.3 (comm_exchange.cpp): over the transport's barrier and sendrecv. recv (reduce, gather)
+  // and send (scatter) are used on the root only. alltoallv's arrays have size() entries.
+  void reduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root);
+  void gather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int root);
+  void scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype, int root);
+  void alltoall(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype);
+  void alltoallv(const void* send, const std::size_t* sendcounts, const std::size_t* sdispls, void* recv,
+                 const std::size_t* recvcounts, const std::size_t* rdispls, dtrain_dtype_t dtype);
 
   // MPI_Comm_split over this communicator (collective; comm_split.cpp): the ranks that pass the same
   // color >= 0 form a new communicator, ordered by key, then by rank here; a negative color joins
@@ -123,6 +135,10 @@ class Communicator {
   // null), each the next message of its ordered pair, checked against the sender's description.
   // Messages to this rank itself are copied into a queue that its receives take from.
   void sendrecv(const P2pArgs* send, const P2pArgs* recv);
+  // A receive from whichever rank's next message carries `tag` first (comm_recv_any.cpp): polls the
+  // peers' next message headers (Transport::peek) round robin, spinning briefly and then sleeping,
+  // until the deadline; returns that rank. A message to itself waiting in the queue counts too.
+  int recv_any(void* buf, std::size_t count, dtrain_dtype_t dtype, int tag);
   // sendrecv's argument checks alone (DTRAIN_ERR_INVALID_ARGUMENT; nothing is sent).
   void check_p2p(const P2pArgs& a, const char* what) const;
 
@@ -131,6 +147,11 @@ class Communicator {
   static constexpr int kFirstPremul = 256;
   dtrain_op_t create_premul(double scale);
   void destroy_premul(dtrain_op_t op);
+  // The scale of a live premultiplied-sum handle; null for any other op.
+  const double* premul_scale(dtrain_op_t op) const {
+    auto it = premul_.find(static_cast<int>(op));
+    return it == premul_.end() ? nullptr : &it->second;
+  }
 
   // Marks the communicator failed (used by the C ABI for errors raised outside the CPU engines).
   void mark_failed(dtrain_status_t status, const std::string& msg) noexcept;
@@ -158,6 +179,11 @@ class Communicator {
   // Runs call `d` (null for point-to-point) on the transport (see below).
   template <class F>
   void run(const OpDesc* d, F&& body);
+  // The next message of a collective to or from `peer` (comm_exchange.cpp): tagged coll_tag(), by
+  // the call's deadline.
+  P2pMsg coll_msg(const OpDesc& d, int peer, bool sending, const void* buf, std::size_t count);
+  void pairwise(const OpDesc& d, const void* send, const std::size_t* scounts, const std::size_t* sdispls, void* recv,
+                const std::size_t* rcounts, const std::size_t* rdispls, std::size_t esz);
   // point-to-point (comm_p2p.cpp)
   P2pMsg message(const P2pArgs& a, bool sending);
   void to_self(const P2pMsg& m);
@@ -181,6 +207,7 @@ class Communicator {
   std::uint64_t splits_ = 0;
   std::vector<std::uint64_t> sent_, received_;  // point-to-point messages per peer
   std::deque<Queued> self_;
+  int any_next_ = 0;  // the peer recv_any looks at first (round robin)
   std::map<int, double> premul_;  // premultiplied-sum handle -> scale
   int next_premul_ = kFirstPremul;
   std::vector<std::uint8_t> scratch_;  // scaled inputs of premultiplied sums

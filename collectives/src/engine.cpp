@@ -26,6 +26,12 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::comm_split: return "comm_split";
     case OpKind::send: return "send";
     case OpKind::recv: return "recv";
+    case OpKind::reduce: return "reduce";
+    case OpKind::gather: return "gather";
+    case OpKind::scatter: return "scatter";
+    case OpKind::alltoall: return "alltoall";
+    case OpKind::alltoallv: return "alltoallv";
+    case OpKind::recv_any: return "recv_any";
   }
   return "unknown-op";
 }
@@ -65,7 +71,14 @@ std::string describe(OpKind kind, std::size_t count, dtrain_dtype_t dtype, dtrai
     case OpKind::allgather: return fmt::format("allgather(sendcount {}, {})", count, dtype_name(dtype));
     case OpKind::comm_split: return "comm_split";
     case OpKind::send:
-    case OpKind::recv: return fmt::format("{}(count {}, {})", op_kind_name(kind), count, dtype_name(dtype));
+    case OpKind::recv:
+    case OpKind::recv_any: return fmt::format("{}(count {}, {})", op_kind_name(kind), count, dtype_name(dtype));
+    case OpKind::reduce:
+      return fmt::format("reduce(count {}, {}, {}, root {})", count, dtype_name(dtype), op_name(op), root);
+    case OpKind::gather: return fmt::format("gather(sendcount {}, {}, root {})", count, dtype_name(dtype), root);
+    case OpKind::scatter: return fmt::format("scatter(recvcount {}, {}, root {})", count, dtype_name(dtype), root);
+    case OpKind::alltoall: return fmt::format("alltoall(count {}, {})", count, dtype_name(dtype));
+    case OpKind::alltoallv: return fmt::format("alltoallv({})", dtype_name(dtype));
   }
   return "unknown";
 }
@@ -79,6 +92,11 @@ std::string describe_p2p(std::uint64_t seq, std::uint64_t fp0, std::uint64_t fp1
   const auto dtype = static_cast<dtrain_dtype_t>(fp1 & 0xff);
   const bool device = ((fp1 >> 8) & 0xff) != 0;
   const auto tag = static_cast<int>(static_cast<std::uint32_t>(fp1 >> 32));
+  if (tag < 0) {  // a collective's message (coll_tag)
+    const int v = -1 - tag;
+    return fmt::format("#{} ({} root {} part, count {}, {})", seq, op_kind_name(static_cast<OpKind>(v % 256)), v / 256,
+                       fp0, dtype_name(dtype));
+  }
   return fmt::format("#{} (tag {}, count {}, {}{})", seq, tag, fp0, dtype_name(dtype), device ? ", device buffer" : "");
 }
 

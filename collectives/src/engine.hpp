@@ -19,7 +19,11 @@ using Clock = std::chrono::steady_clock;
 // timestamps read in seconds, taken once per call.
 Clock::time_point coarse_now() noexcept;
 
-enum class OpKind : std::uint8_t { barrier = 1, allreduce, broadcast, allgather, reduce_scatter, comm_split, send, recv };
+// The values are the progress page's (dtrain/common/progress_page.hpp, progress::Op).
+enum class OpKind : std::uint8_t {
+  barrier = 1, allreduce, broadcast, allgather, reduce_scatter, comm_split, send, recv,
+  reduce, gather, scatter, alltoall, alltoallv, recv_any
+};
 
 const char* op_kind_name(OpKind kind);
 std::size_t dtype_size(dtrain_dtype_t dtype);

@@ -132,6 +132,53 @@ TEST_SUITE("collectives::init_config") {
     no_errors(run_ranks(s, exercise));
   }
 
+  TEST_CASE("the calls of 0.3 at the C ABI, on shm and tcp") {
+    for (const char* transport : {static_cast<const char*>(nullptr), "tcp"}) {
+      Setup s;
+      s.size = 3;
+      s.transport = transport;
+      no_errors(run_ranks(s, [](dtrain_comm_t comm, int r) -> std::string {
+        const int n = 3;
+        auto ok = [](dtrain_status_t st) { return st == DTRAIN_SUCCESS; };
+        dtrain_op_t half{};
+        if (!ok(dtrain_redop_create_premul_sum(comm, 0.5, &half))) return dtrain_last_error();
+        double x[2] = {2.0 * r, 1.0}, y[2] = {};
+        if (!ok(dtrain_reduce(comm, x, y, 2, DTRAIN_FLOAT64, half, 1, nullptr))) return dtrain_last_error();
+        if (r == 1 && (y[0] != 3.0 || y[1] != 1.5)) return fmt::format("reduce premul: {} {}", y[0], y[1]);
+        if (!ok(dtrain_redop_destroy(comm, half))) return dtrain_last_error();
+        if (dtrain_redop_destroy(comm, half) != DTRAIN_ERR_INVALID_ARGUMENT) return "destroyed twice";
+        unsigned char flag = r == 2, any = 0;
+        if (!ok(dtrain_allreduce(comm, &flag, &any, 1, DTRAIN_BOOL, DTRAIN_MAX, nullptr))) return dtrain_last_error();
+        if (any != 1) return "bool max";
+        short h[3] = {static_cast<short>(r + 1), -1, 0}, all[9] = {};
+        if (!ok(dtrain_gather(comm, h, r == 0 ? all : nullptr, 3, DTRAIN_INT16, 0, nullptr))) return dtrain_last_error();
+        if (r == 0 && (all[0] != 1 || all[3] != 2 || all[6] != 3 || all[7] != -1)) return "gather int16";
+        int block[3] = {10, 20, 30}, got = 0;
+        if (!ok(dtrain_scatter(comm, r == 2 ? block : nullptr, &got, 1, DTRAIN_INT32, 2, nullptr)))
+          return dtrain_last_error();
+        if (got != 10 * (r + 1)) return "scatter";
+        long long a2a[3] = {r * 10 + 0, r * 10 + 1, r * 10 + 2}, back[3] = {};
+        if (!ok(dtrain_alltoall(comm, a2a, back, 1, DTRAIN_INT64, nullptr))) return dtrain_last_error();
+        for (int q = 0; q < n; ++q)
+          if (back[q] != q * 10 + r) return "alltoall";
+        size_t sc[3] = {1, 1, 1}, sd[3] = {0, 1, 2}, rc[3] = {1, 1, 1}, rd[3] = {2, 1, 0};
+        if (!ok(dtrain_alltoallv(comm, a2a, sc, sd, back, rc, rd, DTRAIN_INT64, nullptr))) return dtrain_last_error();
+        for (int q = 0; q < n; ++q)
+          if (back[2 - q] != q * 10 + r) return "alltoallv";
+        if (dtrain_alltoall(comm, a2a, a2a + 1, 1, DTRAIN_INT64, nullptr) != DTRAIN_ERR_INVALID_ARGUMENT)
+          return "overlapping alltoall accepted";
+        int msg = r, src = -1;
+        if (r != 0 && !ok(dtrain_send(comm, &msg, 1, DTRAIN_INT32, 0, 7, nullptr))) return dtrain_last_error();
+        if (r == 0)
+          for (int k = 0; k < 2; ++k) {
+            if (!ok(dtrain_recv_any(comm, &msg, 1, DTRAIN_INT32, 7, &src, nullptr))) return dtrain_last_error();
+            if (msg != src || src < 1) return "recv_any";
+          }
+        return dtrain_barrier(comm) == DTRAIN_SUCCESS ? "" : dtrain_last_error();
+      }));
+    }
+  }
+
   TEST_CASE("bad configurations are refused naming the field") {
     CStore store(dtrain::rdzv::make_memory_store());
     auto refused = [&](dtrain_config_t cfg, const char* field) {

@@ -72,6 +72,13 @@ class Transport {
   // sendrecv never wait on each other. A send is done once the whole message is in the engine's
   // buffer towards the peer (the shm ring, the kernel's socket buffer), not when the peer has it.
   virtual void sendrecv(const P2pMsg* out, const P2pMsg* in) = 0;
+  // The fingerprint (P2pDesc fp0, fp1) of the next point-to-point message from `peer` (never this
+  // rank) when its header has arrived, without taking it: kMessage; kNone when none has yet; kGone
+  // when none has and the peer has left (closed its connection, died). Never blocks: the
+  // communicator's receive from any rank (dtrain_recv_any) polls the peers with it, then receives
+  // from the first whose message matches through sendrecv(). Throws CollError when the group aborted.
+  enum Peek { kNone = 0, kMessage = 1, kGone = 2 };
+  virtual Peek peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) = 0;
 
   // Records a failure so that peers waiting on this rank stop at once with the same status.
   virtual void abort(dtrain_status_t status, const std::string& message) noexcept = 0;

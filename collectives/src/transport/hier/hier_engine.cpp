@@ -42,6 +42,7 @@ void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
   if (leaders_) leaders_->allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? size_ : 1);
   OpDesc back = d;
   back.kind = OpKind::broadcast;
+  back.root = 0;  // the host's leader (d may be a reduce to another root)
   back.dtype = w.dtype;
   if (host_) host_->broadcast(back, w.buf, w.buf);
   Staging::finish(w, recv, d.count, d.dtype);
@@ -51,6 +52,11 @@ int Engine::local_index(int group_rank) const {
   if (!host_) return -1;
   auto it = std::lower_bound(node_.begin(), node_.end(), group_rank);
   return it != node_.end() && *it == group_rank ? static_cast<int>(it - node_.begin()) : -1;
+}
+
+Transport::Peek Engine::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
+  const int local = local_index(peer);
+  return local >= 0 ? host_->peek(local, fp0, fp1) : all_.peek(peer, fp0, fp1);
 }
 
 void Engine::sendrecv(const P2pMsg* out, const P2pMsg* in) {

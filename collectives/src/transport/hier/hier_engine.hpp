@@ -38,6 +38,7 @@ class Engine final : public Transport {
     all_.reduce_scatter(d, send, recv);
   }
   void sendrecv(const P2pMsg* out, const P2pMsg* in) override;
+  Peek peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) override;
   void abort(dtrain_status_t status, const std::string& msg) noexcept override;
 
  private:

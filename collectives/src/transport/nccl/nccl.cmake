@@ -7,7 +7,8 @@
 set(_dtrain_nccl_dir ${CMAKE_CURRENT_LIST_DIR})
 if(DTRAIN_HAVE_NCCL AND NOT TARGET dtrain_nccl_core)
   add_library(dtrain_nccl_core STATIC ${_dtrain_nccl_dir}/nccl_core.cpp ${_dtrain_nccl_dir}/nccl_bootstrap.cpp
-              ${_dtrain_nccl_dir}/nccl_comm.cpp ${_dtrain_nccl_dir}/nccl_p2p.cpp ${_dtrain_nccl_dir}/driver_probe.cpp)
+              ${_dtrain_nccl_dir}/nccl_comm.cpp ${_dtrain_nccl_dir}/nccl_p2p.cpp
+              ${_dtrain_nccl_dir}/nccl_exchange.cpp ${_dtrain_nccl_dir}/driver_probe.cpp)
   add_library(dtrain::nccl_core ALIAS dtrain_nccl_core)
   target_include_directories(dtrain_nccl_core PUBLIC
     $<BUILD_INTERFACE:${_dtrain_nccl_dir}>

@@ -61,14 +61,26 @@ class Comm {
   virtual ~Comm() = default;
   // stream: a cudaStream_t, or nullptr for an internal stream and a call that returns only once the
   // result is in recv (polled against the deadline; on timeout the communicator is aborted).
+  // premul: the scale when op is a premultiplied sum (ncclRedOpCreatePreMulSum), else null.
   virtual void allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
-                         void* stream) = 0;
+                         void* stream, const double* premul = nullptr) = 0;
   virtual void broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root,
                          void* stream) = 0;
   virtual void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype,
                          void* stream) = 0;
   virtual void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
-                              dtrain_op_t op, void* stream) = 0;
+                              dtrain_op_t op, void* stream, const double* premul = nullptr) = 0;
+  // Since 0.3 (nccl_exchange.cpp): ncclReduce; gather, scatter and alltoallv as ncclSend/ncclRecv in one
+  // group (counts and displacements in elements, size() entries each).
+  virtual void reduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
+                      const double* premul, int root, void* stream) = 0;
+  virtual void gather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int root,
+                      void* stream) = 0;
+  virtual void scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype, int root,
+                       void* stream) = 0;
+  virtual void alltoallv(const void* send, const std::size_t* sendcounts, const std::size_t* sdispls, void* recv,
+                         const std::size_t* recvcounts, const std::size_t* rdispls, dtrain_dtype_t dtype,
+                         void* stream) = 0;
   virtual void barrier() = 0;
   // ncclSend of sendcount elements to dest and ncclRecv of recvcount from source in one
   // ncclGroupStart/End, so both progress together (a peer of -1 skips that direction). The C ABI

@@ -250,14 +250,20 @@ void Communicator::run(const Op& op, void* stream, const std::function<ncclResul
 }
 
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype,
-                             dtrain_op_t op, void* stream) {
-  const Op info{"allreduce", count, dtype, op_name(op)};
+                             dtrain_op_t op, void* stream, const double* premul) {
+  const Op info{"allreduce", count, dtype, premul ? "premul_sum" : op_name(op)};
   const ncclDataType_t type = to_nccl(dtype);
-  const ncclRedOp_t red = to_nccl(op);
   const std::size_t bytes = count * dtype_size(dtype);
   check_buffer(send, "sendbuf", bytes);
   if (recv != send) check_buffer(recv, "recvbuf", bytes);
-  run(info, stream, [&](cudaStream_t s) { return ncclAllReduce(send, recv, count, type, red, comm_, s); });
+  const ncclRedOp_t red = reduction(dtype, op, premul);
+  try {
+    run(info, stream, [&](cudaStream_t s) { return ncclAllReduce(send, recv, count, type, red, comm_, s); });
+  } catch (...) {
+    release_op(red, premul);
+    throw;
+  }
+  release_op(red, premul);
 }
 
 void Communicator::broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root,
@@ -292,21 +298,27 @@ void Communicator::allgather(const void* send, void* recv, std::size_t sendcount
 
 // In place (send == recv): the result lands in the first recvcount elements of recv.
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
-                                  dtrain_op_t op, void* stream) {
-  const Op info{"reduce_scatter", recvcount, dtype, op_name(op)};
+                                  dtrain_op_t op, void* stream, const double* premul) {
+  const Op info{"reduce_scatter", recvcount, dtype, premul ? "premul_sum" : op_name(op)};
   const ncclDataType_t type = to_nccl(dtype);
-  const ncclRedOp_t red = to_nccl(op);
   const std::size_t bytes = recvcount * dtype_size(dtype);
   check_buffer(send, "sendbuf", bytes * static_cast<std::size_t>(size_));
   const auto* slot = static_cast<const char*>(send) + bytes * static_cast<std::size_t>(rank_);
   const bool in_place = send == recv && rank_ != 0 && bytes != 0;
   if (!in_place && recv != slot) check_buffer(recv, "recvbuf", bytes);
   void* target = in_place ? const_cast<char*>(slot) : recv;
-  run(
-      info, stream, [&](cudaStream_t s) { return ncclReduceScatter(send, target, recvcount, type, red, comm_, s); },
-      [&](cudaStream_t s) {
-        if (in_place) check_cuda(cudaMemcpyAsync(recv, slot, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
-      });
+  const ncclRedOp_t red = reduction(dtype, op, premul);
+  try {
+    run(
+        info, stream, [&](cudaStream_t s) { return ncclReduceScatter(send, target, recvcount, type, red, comm_, s); },
+        [&](cudaStream_t s) {
+          if (in_place) check_cuda(cudaMemcpyAsync(recv, slot, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+        });
+  } catch (...) {
+    release_op(red, premul);
+    throw;
+  }
+  release_op(red, premul);
 }
 
 void Communicator::barrier() {

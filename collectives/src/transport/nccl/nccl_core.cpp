@@ -135,8 +135,11 @@ ncclDataType_t to_nccl(dtrain_dtype_t dtype) {
     case DTRAIN_BFLOAT16: return ncclBfloat16;
     case DTRAIN_FLOAT32: return ncclFloat32;
     case DTRAIN_FLOAT64: return ncclFloat64;
-    case DTRAIN_BOOL: return ncclUint8;
-    case DTRAIN_INT16: break;
+    case DTRAIN_BOOL: return ncclUint8;  // reduced through to_nccl(dtype, op)'s mapping
+    case DTRAIN_INT16:
+      throw Error(DTRAIN_ERR_UNSUPPORTED,
+                  "int16 device buffers: NCCL has no 16-bit integer type; pass host buffers (the CPU engine takes "
+                  "int16) or convert to int32 on the device");
   }
   throw Error(DTRAIN_ERR_INVALID_ARGUMENT,
               fmt::format("dtype {} is not a dtrain_dtype_t (DTRAIN_INT8 .. DTRAIN_FLOAT64)", static_cast<int>(dtype)));
@@ -152,10 +155,32 @@ ncclRedOp_t to_nccl(dtrain_op_t op) {
     case DTRAIN_BAND:
     case DTRAIN_BOR:
     case DTRAIN_BXOR:
+      throw Error(DTRAIN_ERR_UNSUPPORTED,
+                  fmt::format("{} on device buffers: NCCL has no bitwise reductions; pass host buffers", op_name(op)));
     case DTRAIN_PREMUL_SUM: break;
   }
   throw Error(DTRAIN_ERR_INVALID_ARGUMENT,
-              fmt::format("op {} is not a dtrain_op_t (DTRAIN_SUM .. DTRAIN_AVG)", static_cast<int>(op)));
+              fmt::format("op {} is not a reduction NCCL takes here (DTRAIN_SUM .. DTRAIN_AVG, or a premultiplied sum "
+                          "from dtrain_redop_create_premul_sum)",
+                          static_cast<int>(op)));
+}
+
+ncclRedOp_t to_nccl(dtrain_dtype_t dtype, dtrain_op_t op) {
+  if (dtype != DTRAIN_BOOL) return to_nccl(op);
+  switch (op) {  // bool as uint8 0/1: or is max, and is min
+    case DTRAIN_SUM:
+    case DTRAIN_MAX:
+    case DTRAIN_BOR: return ncclMax;
+    case DTRAIN_PROD:
+    case DTRAIN_MIN:
+    case DTRAIN_BAND: return ncclMin;
+    case DTRAIN_BXOR:
+      throw Error(DTRAIN_ERR_UNSUPPORTED, "bxor of bool on device buffers: NCCL has no xor; pass host buffers");
+    case DTRAIN_AVG:
+      throw Error(DTRAIN_ERR_INVALID_ARGUMENT, "avg of bool is not defined; use sum or bor (or), prod or band (and)");
+    case DTRAIN_PREMUL_SUM: break;
+  }
+  return to_nccl(op);  // throws
 }
 
 std::size_t dtype_size(dtrain_dtype_t dtype) {

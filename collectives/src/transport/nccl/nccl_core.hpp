@@ -73,7 +73,9 @@ class DeviceGuard {
 
 // ---- type mapping ----
 ncclDataType_t to_nccl(dtrain_dtype_t dtype);  // nccl::Error(DTRAIN_ERR_INVALID_ARGUMENT) if unknown
-ncclRedOp_t to_nccl(dtrain_op_t op);
+ncclRedOp_t to_nccl(dtrain_op_t op);  // band/bor/bxor: nccl::Error(DTRAIN_ERR_UNSUPPORTED)
+// The NCCL op for op on dtype: bool (uint8 0/1) reduces or as max and and as min; bxor refused.
+ncclRedOp_t to_nccl(dtrain_dtype_t dtype, dtrain_op_t op);
 std::size_t dtype_size(dtrain_dtype_t dtype);
 
 // ---- bootstrap: the unique id exchange (needs no GPU) ----
@@ -111,12 +113,21 @@ class Communicator final : public Comm {
   Communicator& operator=(const Communicator&) = delete;
 
   void allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
-                 void* stream) override;
+                 void* stream, const double* premul = nullptr) override;
   void broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root,
                  void* stream) override;
   void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, void* stream) override;
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
-                      dtrain_op_t op, void* stream) override;
+                      dtrain_op_t op, void* stream, const double* premul = nullptr) override;
+  void reduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
+              const double* premul, int root, void* stream) override;
+  void gather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int root,
+              void* stream) override;
+  void scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype, int root,
+               void* stream) override;
+  void alltoallv(const void* send, const std::size_t* sendcounts, const std::size_t* sdispls, void* recv,
+                 const std::size_t* recvcounts, const std::size_t* rdispls, dtrain_dtype_t dtype,
+                 void* stream) override;
   void barrier() override;
   void sendrecv(const void* send, std::size_t sendcount, dtrain_dtype_t sendtype, int dest, void* recv,
                 std::size_t recvcount, dtrain_dtype_t recvtype, int source, void* stream) override;
@@ -149,6 +160,11 @@ class Communicator final : public Comm {
   void run(const Op& op, void* stream, const std::function<ncclResult_t(cudaStream_t)>& enqueue,
            const std::function<void(cudaStream_t)>& after = {});
   void check_buffer(const void* ptr, const char* name, std::size_t bytes) const;
+  void check_root(const Op& op, int root) const;
+  // The NCCL reduction for op on dtype: a premultiplied sum made for this call when premul is set
+  // (destroyed by the caller through release_op once the call is enqueued).
+  ncclRedOp_t reduction(dtrain_dtype_t dtype, dtrain_op_t op, const double* premul);
+  void release_op(ncclRedOp_t red, const double* premul) noexcept;
   void check_health(const Op& op);
   // Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress; with watch_store
   // also gives up when another rank published a failure.

@@ -14,6 +14,7 @@ class Engine final : public Transport {
   void reduce_scatter(const OpDesc& d, const void* send, void* recv) override;
   // A group of one has no peer (the communicator handles messages to itself).
   void sendrecv(const P2pMsg* out, const P2pMsg* in) override;
+  Peek peek(int, std::uint64_t&, std::uint64_t&) override { return kNone; }
   void abort(dtrain_status_t, const std::string&) noexcept override {}
 };
 

@@ -60,6 +60,7 @@ class Engine final : public Transport {
   void reduce_scatter(const OpDesc& d, const void* send, void* recv) override;
   // Peers are local ranks (shm_p2p.cpp).
   void sendrecv(const P2pMsg* out, const P2pMsg* in) override;
+  Peek peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) override;
   // Records a failure so waiting local ranks stop at once with the same status.
   void abort(dtrain_status_t status, const std::string& msg) noexcept override;
 

@@ -195,6 +195,29 @@ void Engine::sendrecv(const P2pMsg* out, const P2pMsg* in) {
     if (!p2p_step(o, i) && (!o.finished() || !i.finished())) p2p_wait(o, i);
 }
 
+Transport::Peek Engine::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
+  if (hdr_->abort_ready.load(std::memory_order_acquire) != 0) {
+    P2pOut o;
+    P2pIn i;
+    p2p_fail_peer(o, i, -1, "");
+  }
+  const Ring* r = ring(peer, me_);
+  const std::uint64_t tail = r->tail.load(std::memory_order_relaxed);
+  if (r->head.load(std::memory_order_acquire) - tail < kFrameHeader) {
+    const std::int32_t pid = ctl_[peer].pid.load();
+    const bool dead = pid > 0 && pid != static_cast<std::int32_t>(::getpid()) && ::kill(pid, 0) != 0 && errno == ESRCH;
+    if (!dead && ctl_[peer].state.load() != 1) return kNone;
+    // Gone: a last look, it may have sent its message and left.
+    return r->head.load(std::memory_order_acquire) - tail < kFrameHeader ? kGone : peek(peer, fp0, fp1);
+  }
+  std::uint64_t h[kWords];
+  std::memcpy(h, ring_data(r) + tail % ring_bytes_, sizeof h);
+  if (h[kWMagic] != kFrameMagic) return kNone;
+  fp0 = h[kWFp0];
+  fp1 = h[kWFp1];
+  return kMessage;
+}
+
 // True when p2p_step() would move something: room for the frame's next bytes, or data to take.
 bool Engine::p2p_ready(const P2pOut& o, const P2pIn& i) const {
   if (!o.finished()) {

@@ -21,6 +21,7 @@ class Engine final : public Transport {
   void allgather(const OpDesc& d, const void* send, void* recv) override;
   void reduce_scatter(const OpDesc& d, const void* send, void* recv) override;
   void sendrecv(const P2pMsg* out, const P2pMsg* in) override { mesh_.sendrecv(out, in); }
+  Peek peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) override { return mesh_.peek(peer, fp0, fp1); }
   void abort(dtrain_status_t status, const std::string& msg) noexcept override;
 
   // For the hierarchical engine, which runs its leaders' group over this mesh.

@@ -16,12 +16,16 @@ inline constexpr std::uint32_t kMagic = 0x67707464;  // "dtpg"
 inline constexpr std::uint32_t kVersion = 1;
 inline constexpr std::size_t kPageBytes = 4096;
 
-// The collectives' operations (the values of coll::OpKind, then point-to-point).
-enum class Op : std::uint32_t { none = 0, barrier = 1, allreduce, broadcast, allgather, reduce_scatter, send, recv };
+// The collectives' operations: the values of coll::OpKind (collectives/src/engine.hpp), one for one.
+enum class Op : std::uint32_t {
+  none = 0, barrier = 1, allreduce, broadcast, allgather, reduce_scatter, comm_split, send, recv,
+  reduce, gather, scatter, alltoall, alltoallv, recv_any
+};
 
 inline const char* op_name(std::uint32_t op) {
-  static const char* const names[] = {"none",      "barrier",        "allreduce", "broadcast",
-                                      "allgather", "reduce_scatter", "send",      "recv"};
+  static const char* const names[] = {"none",      "barrier",   "allreduce", "broadcast", "allgather",
+                                      "reduce_scatter", "comm_split", "send", "recv",     "reduce",
+                                      "gather",    "scatter",   "alltoall",  "alltoallv", "recv_any"};
   return op < sizeof names / sizeof names[0] ? names[op] : "collective";
 }
 
