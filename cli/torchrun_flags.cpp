@@ -3,6 +3,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace dtrain::cli {
