@@ -1,8 +1,9 @@
 """The C ABI's element types and reduction ops, and how numpy arrays map to them.
 
-numpy dtype -> dtrain dtype: int8, uint8, int32, int64, float16, float32 and float64 map to the type
-of the same name (native byte order only). bfloat16 has no numpy dtype: pass a uint16 (or int16)
-array holding the bfloat16 bit patterns together with ``dtype="bfloat16"``, or an array of
+numpy dtype -> dtrain dtype: int8, uint8, int16, int32, int64, float16, float32 and float64 map to the
+type of the same name (native byte order only), numpy's bool to bool (one byte, 0 or 1). bfloat16 has
+no numpy dtype: pass a uint16 (or int16) array holding the bfloat16 bit patterns together with
+``dtype="bfloat16"``, or an array of
 ``ml_dtypes.bfloat16`` when that package is installed (recognised by its dtype name, without
 importing it). :func:`to_bfloat16` and :func:`from_bfloat16` convert float32 <-> bfloat16 bits.
 """
@@ -27,24 +28,30 @@ class DType(enum.IntEnum):
     BFLOAT16 = 5
     FLOAT32 = 6
     FLOAT64 = 7
+    BOOL = 8
+    INT16 = 9
 
 
 class Op(enum.IntEnum):
-    """dtrain_op_t. AVG is the sum divided by the communicator size (integers truncate toward zero)."""
+    """dtrain_op_t. AVG is the sum divided by the communicator size (integers truncate toward zero);
+    BAND, BOR and BXOR take integer and bool arrays. On bool, sum and max are or, prod and min and."""
 
     SUM = 0
     PROD = 1
     MIN = 2
     MAX = 3
     AVG = 4
+    BAND = 5
+    BOR = 6
+    BXOR = 7
 
 
 _BY_NUMPY = {np.dtype(name): DType[name.upper()]
-             for name in ("int8", "uint8", "int32", "int64", "float16", "float32", "float64")}
+             for name in ("int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")}
 _BY_NAME = {t.name.lower(): t for t in DType}
 _OPS = {op.name.lower(): op for op in Op}
 _OPS.update({int(op): op for op in Op})
-_NAMES = "int8, uint8, int32, int64, float16, bfloat16, float32, float64"
+_NAMES = "int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64, bool"
 
 
 def dtype_code(a, dtype, call):
@@ -59,7 +66,7 @@ def dtype_code(a, dtype, call):
         hint = ""
         if a.dtype.newbyteorder("=") in _BY_NUMPY:
             hint = " (non-native byte order: convert with a.astype(a.dtype.newbyteorder('=')))"
-        elif a.dtype in (np.dtype(np.uint16), np.dtype(np.int16)):
+        elif a.dtype == np.dtype(np.uint16):
             hint = " (for bfloat16 bit patterns pass dtype='bfloat16')"
         raise ArgumentError(f"arrays of {a.dtype} are not supported{hint}; dtrain's types: {_NAMES}", call)
     name = dtype.name.lower() if isinstance(dtype, DType) else str(np.dtype(dtype) if not isinstance(dtype, str)
@@ -79,13 +86,13 @@ def dtype_code(a, dtype, call):
 
 
 def op_code(op, call):
-    """The dtrain op for "sum", "prod", "min", "max", "avg" (or an Op)."""
+    """The dtrain op for "sum", "prod", "min", "max", "avg", "band", "bor", "bxor" (or an Op)."""
     try:
         code = _OPS.get(op.lower() if isinstance(op, str) else op)
     except TypeError:  # unhashable
         code = None
     if code is None:
-        raise ArgumentError(f"op={op!r} is not one of sum, prod, min, max, avg", call)
+        raise ArgumentError(f"op={op!r} is not one of sum, prod, min, max, avg, band, bor, bxor", call)
     return code
 
 

@@ -11,10 +11,11 @@ from dtrain.dtypes import dtype_code, op_code
 
 class DTypes(unittest.TestCase):
     def test_numpy_types_map_to_the_same_names(self):
-        for name in ("int8", "uint8", "int32", "int64", "float16", "float32", "float64"):
+        for name in ("int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64", "bool"):
             self.assertEqual(dtype_code(np.zeros(1, name), None, "t"), DType[name.upper()])
             self.assertEqual(dtype_code(np.zeros(1, name), name, "t"), DType[name.upper()])
-        self.assertEqual([int(t) for t in DType], list(range(8)))  # dtrain_dtype_t's values
+        self.assertEqual([int(t) for t in DType], list(range(10)))  # dtrain_dtype_t's values
+        self.assertEqual((DType.BOOL, DType.INT16), (8, 9))
 
     def test_bfloat16_from_two_byte_integers_when_asked(self):
         self.assertEqual(dtype_code(np.zeros(1, np.uint16), "bfloat16", "t"), DType.BFLOAT16)
@@ -27,7 +28,7 @@ class DTypes(unittest.TestCase):
     def test_refusals_say_what_to_do(self):
         cases = [(np.zeros(1, np.uint16), None, "pass dtype='bfloat16'"),
                  (np.zeros(1, ">i4"), None, "non-native byte order"),
-                 (np.zeros(1, np.bool_), None, "bool are not supported"),
+                 (np.zeros(1, np.uint32), None, "uint32 are not supported"),
                  (np.zeros(1, np.float64), "float32", "does not match the array's float64"),
                  (np.zeros(1, np.float64), "complex", "not one of dtrain's types")]
         for a, dtype, text in cases:
@@ -41,7 +42,8 @@ class DTypes(unittest.TestCase):
             self.assertEqual(op_code(op.name.lower(), "t"), op)
             self.assertEqual(op_code(op, "t"), op)
         self.assertEqual(op_code("AVG", "t"), Op.AVG)
-        with self.assertRaisesRegex(ArgumentError, "one of sum, prod, min, max, avg"):
+        self.assertEqual([int(op) for op in Op], list(range(8)))  # dtrain_op_t's values
+        with self.assertRaisesRegex(ArgumentError, "one of sum, prod, min, max, avg, band, bor, bxor"):
             op_code("mean", "t")
 
 
