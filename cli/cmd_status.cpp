@@ -118,10 +118,12 @@ std::string local_snapshot(const StatusArgs& a) {
     auto pages = agent::read_progress(run.run_dir);
     auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(agent::kStuckAfterS));
     if (a.json) {
+      std::string unseen;
+      for (int r : d.unseen) unseen += (unseen.empty() ? "" : ",") + std::to_string(r);
       items += fmt::format("{}{{\"run_id\":{},\"node_rank\":{},\"pid\":{},\"run_dir\":{},\"stuck\":{},"
-                           "\"verdict\":{},\"ranks\":[", items.empty() ? "" : ",", json_escape(run.run_id),
-                           run.node_rank, run.pid, json_escape(run.run_dir), d.hung ? "true" : "false",
-                           json_escape(d.verdict));
+                           "\"verdict\":{},\"unseen_ranks\":[{}],\"ranks\":[", items.empty() ? "" : ",",
+                           json_escape(run.run_id), run.node_rank, run.pid, json_escape(run.run_dir),
+                           d.hung ? "true" : "false", json_escape(d.verdict), unseen);
       for (std::size_t i = 0; i < d.lines.size(); ++i)
         items += (i ? "," : "") + json_escape(d.lines[i]);
       items += "]}";
@@ -130,6 +132,7 @@ std::string local_snapshot(const StatusArgs& a) {
     out += fmt::format("{}run {}  node {}  agent pid {}  ({})\n", out.empty() ? "" : "\n", run.run_id, run.node_rank,
                        run.pid, run.run_dir);
     for (const auto& l : d.lines) out += "  " + l + "\n";
+    if (!d.unseen.empty()) out += "  " + agent::unseen_text(d) + "\n";
     if (d.hung) out += "  stuck: " + d.verdict + "\n";
   }
   if (a.json) return "{\"runs\":[" + items + "]}\n";

@@ -172,7 +172,25 @@ void Agent::Impl::apply(const job::Input& in) {
 
 // Every worker of a running or stopping generation ended and its output is read: it is over.
 void Agent::Impl::check_drained() {
-  if (machine.collecting() && group.finished()) apply(job::Drained{group.exits()});
+  if (!machine.collecting() || !group.finished()) return;
+  auto exits = group.exits();
+  for (auto& w : exits) explain_exit(w);
+  apply(job::Drained{std::move(exits)});
+}
+
+// What a failed worker said of its failure: its error file, its first exception, a peer's failure
+// its collectives saw, a hint.
+void Agent::Impl::explain_exit(WorkerExit& w) {
+  if (w.status() == 0) return;
+  if (auto it = error_files.find(w.rank); it != error_files.end()) w.error_file = it->second;
+  if (!interpreter) {
+    auto path = base_env.find("PATH");
+    std::string path_var = opt.plan.spec.env.count("PATH") ? opt.plan.spec.env.at("PATH")
+                           : path != base_env.end()        ? path->second
+                                                           : "/usr/local/bin:/usr/bin:/bin";
+    interpreter = python_interpreter(command, path_var, workdir);
+  }
+  explain(w, *interpreter);
 }
 
 void Agent::Impl::execute(const job::Enter& a) {
@@ -189,11 +207,14 @@ void Agent::Impl::execute(const job::Spawn& a) {
   ctx.master_port = a.master_port ? *a.master_port : net::pick_free_port("0.0.0.0");
   auto logs = run_folder.attempt(a.generation);
   if (logs) result.logs = logs->string();
+  error_files.clear();
   for (const auto& r : opt.plan.ranks) {
     if (r.node_rank != opt.plan.identity.node_rank) continue;
     try {
       EnvMap env = worker_env(opt.plan, r, ctx, base_env);
       if (std::string page = board.reset(r.rank); !page.empty()) env["DTRAIN_PROGRESS_FILE"] = page;
+      error_files[r.rank] = env["TORCHELASTIC_ERROR_FILE"] =
+          prepare_error_file(run_folder.attempt_path(a.generation), r.rank).string();
       watch_escapees();
       group.spawn(r, env, logs);
     } catch (const std::exception& e) {
@@ -233,7 +254,8 @@ void Agent::Impl::flush_failure(bool force) {
   if (!pending_failure || !hooks.on_local_failure) return pending_failure.reset();
   auto& [exit, generation] = *pending_failure;
   if (!force && !group.output_done(exit.pid)) return;
-  exit.last_stderr = group.stderr_tail(exit.pid);
+  group.stderr_of(exit);
+  explain_exit(exit);
   auto [w, g] = std::move(*pending_failure);
   pending_failure.reset();
   hooks.on_local_failure(w, g);
@@ -266,18 +288,8 @@ void Agent::Impl::execute(const job::Finish& a) {
   sweep_segments();
   close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
   if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
-  if (a.exit_code != 0) {
-    std::string text = summary_text(result);
-    if (!text.empty()) write_all(opt.output.stderr_fd, text);
-  } else if (!opt.external_start) {  // a multi-node job says so after its exit barrier (multinode.cpp)
-    write_all(opt.output.stderr_fd, success_line(result) + "\n");
-  }
-  if (opt.summary_json.empty()) return;
-  std::string js = summary_json(result);
-  int fd = ::open(opt.summary_json.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0 || !write_all(fd, js))
-    terminal.say(fmt::format("dtrain: cannot write the summary to {}: {}", opt.summary_json, errno_text(errno)));
-  if (fd >= 0) ::close(fd);
+  // a multi-node job reports once the nodes agree on the root cause, after its exit barrier (multinode.cpp)
+  if (!opt.external_start) write_summary(result, opt.output.stderr_fd, opt.summary_json);
 }
 
 void Agent::Impl::fatal(const std::exception& e) {

@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -31,6 +32,7 @@
 #include "dtrain/rendezvous/node_session.hpp"
 #include "dtrain/rendezvous/server.hpp"
 #include "escapees.hpp"
+#include "failure_report.hpp"
 #include "guardian.hpp"
 #include "job_machine.hpp"
 #include "output_router.hpp"
@@ -101,6 +103,8 @@ struct Agent::Impl final : WorkerGroup::Listener {
   fs::path workdir;
   std::vector<std::string> command;
   Helper helper;  // what starts the workers and the guardian
+  std::map<int, std::string> error_files;   // TORCHELASTIC_ERROR_FILE of each local rank, this generation
+  std::optional<std::string> interpreter;   // the Python that runs the command ("" : none), once looked up
   int local_total = 0;
   bool spawned_any = false;  // a generation's workers were started
   bool escapees_watched = false;
@@ -141,6 +145,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   // the state machine: feed an input, carry out its actions
   void apply(const job::Input& in);
   void check_drained();
+  void explain_exit(WorkerExit& w);
   void execute(const job::Enter& a);
   void execute(const job::Spawn& a);
   void execute(const job::Kill& a);

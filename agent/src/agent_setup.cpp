@@ -32,6 +32,7 @@ void Agent::Impl::prepare() {
   local_total = static_cast<int>(local.size());
   result.ranks = plan.world_size;
   result.local_ranks = local_total;
+  result.node_rank = plan.identity.node_rank;
 
   ctx.max_restarts = opt.max_restarts;
   ctx.run_id = plan.run_id.empty() ? fmt::format("dtrain-{}", ::getpid()) : plan.run_id;
@@ -73,6 +74,7 @@ void Agent::Impl::adopt_plan(const config::Plan& plan) {
   run_folder.write_plan(opt.plan_json);
   ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
   result.ranks = plan.world_size;
+  result.node_rank = plan.identity.node_rank;
   board.open(run_folder.path(), local_ranks());
 }
 

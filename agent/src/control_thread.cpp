@@ -73,9 +73,16 @@ void ControlThread::push(bridge::Input in) {
   cv_.notify_one();
 }
 
-bridge::Input ControlThread::pop() {
+// The next input; SettleOver when a Settle's time is up first.
+std::optional<bridge::Input> ControlThread::pop() {
   std::unique_lock lk(mu_);
-  cv_.wait(lk, [this] { return !inbox_.empty(); });
+  auto ready = [this] { return !inbox_.empty(); };
+  if (!settle_until_) {
+    cv_.wait(lk, ready);
+  } else if (!cv_.wait_until(lk, *settle_until_, ready)) {
+    settle_until_.reset();
+    return bridge::SettleOver{};
+  }
   bridge::Input in = std::move(inbox_.front());
   inbox_.pop_front();
   return in;
@@ -109,6 +116,7 @@ std::optional<bridge::Input> ControlThread::perform(const bridge::Action& a) {
   if (auto* x = std::get_if<bridge::Report>(&a)) report(*x);
   if (auto* x = std::get_if<bridge::ReportStop>(&a)) report_stop(*x);
   if (auto* x = std::get_if<bridge::End>(&a)) end(*x);
+  if (auto* x = std::get_if<bridge::Settle>(&a)) settle_until_ = std::chrono::steady_clock::now() + x->limit;
   return std::nullopt;
 }
 
@@ -166,6 +174,7 @@ void ControlThread::report_stop(const bridge::ReportStop& r) {
 
 void ControlThread::end(const bridge::End& e) {
   status_ = e.exit_code;
+  root_ = e.root;
   if (!e.message.empty()) write_all(stderr_fd_, "dtrain: " + e.message + "\n");
 }
 

@@ -49,10 +49,12 @@ class ControlThread {
   void agent_failed(const std::exception& e);
   // Joins the thread; this node's exit status.
   int wait();
+  // After wait(): the failure every node named as the root cause (nullopt: none was needed).
+  const std::optional<rdzv::Event>& root_cause() const { return root_; }
 
  private:
   void push(bridge::Input in);
-  bridge::Input pop();
+  std::optional<bridge::Input> pop();
   void loop();
   std::optional<bridge::Input> perform(const bridge::Action& a);
   std::optional<bridge::Input> start_monitoring(int generation);
@@ -77,6 +79,8 @@ class ControlThread {
   int stderr_fd_;
   Agent* agent_ = nullptr;
   int status_ = 125;
+  std::optional<rdzv::Event> root_;
+  std::optional<std::chrono::steady_clock::time_point> settle_until_;  // Settle: SettleOver then
   std::thread thread_;
 };
 

@@ -18,7 +18,7 @@ std::string call_text(const progress::Snapshot& s) {
 
 std::string rank_line(const RankProgress& r, std::int64_t now) {
   const auto& s = r.page;
-  if (!s.valid || s.calls == 0) return fmt::format("rank {}: no collective call yet", r.rank);
+  if (!s.valid || s.calls == 0) return fmt::format("rank {}: unseen (no dtrain collective call yet)", r.rank);
   if (s.in_call()) return fmt::format("rank {}: in {} for {:.1f} s", r.rank, call_text(s), seconds(now - s.begin_ns));
   return fmt::format("rank {}: last collective {} returned {:.1f} s ago", r.rank, call_text(s), seconds(now - s.end_ns));
 }
@@ -44,9 +44,18 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return out;
 }
 
+std::string unseen_text(const Diagnosis& d) {
+  if (d.unseen.empty()) return "";
+  bool one = d.unseen.size() == 1;
+  return fmt::format("rank{} {}: dtrain cannot see into {}: no dtrain collective call yet (gloo, NCCL or other "
+                     "traffic is invisible to it), so busy, idle or stuck, it cannot tell",
+                     one ? "" : "s", ranks_text(d.unseen), one ? "it" : "them");
+}
+
 std::string diagnosis_text(const Diagnosis& d) {
   std::string out;
   for (const auto& l : d.lines) out += (out.empty() ? "" : "\n") + l;
+  if (!d.unseen.empty()) out += "\n" + unseen_text(d);
   if (d.hung) out += "\nstuck: " + d.verdict;
   return out;
 }
@@ -60,6 +69,7 @@ Diagnosis diagnose(const std::vector<RankProgress>& ranks, std::int64_t now, dou
   const progress::Snapshot* waited = nullptr;
   for (const auto& r : ranks) {
     d.lines.push_back(rank_line(r, now));
+    if (!r.page.valid || r.page.calls == 0) d.unseen.push_back(r.rank);
     if (!r.page.in_call() || now - r.page.begin_ns < threshold_ns) continue;
     stuck[{r.page.op, r.page.seq}].push_back(r.rank);
     if (now - r.page.begin_ns > longest) longest = now - r.page.begin_ns, waited = &r.page;
@@ -78,7 +88,7 @@ Diagnosis diagnose(const std::vector<RankProgress>& ranks, std::int64_t now, dou
   for (const auto& r : ranks) {
     if (r.page.in_call()) continue;
     if (!r.page.valid || r.page.calls == 0)
-      behind.push_back(fmt::format("rank {} made no collective call", r.rank));
+      behind.push_back(fmt::format("rank {} made no dtrain collective call (dtrain cannot see where it is)", r.rank));
     else if (r.page.seq < waited->seq)
       behind.push_back(fmt::format("rank {} stopped calling: its last collective, {}, returned {:.1f} s ago", r.rank,
                                    call_text(r.page), seconds(now - r.page.end_ns)));

@@ -87,7 +87,7 @@ void JobMachine::start_generation(Actions& out) {
 
 void JobMachine::spawn(Actions& out) {
   stop_ = {};
-  escalated_ = false;
+  escalated_ = sent_kill_ = reported_ = false;
   root_.reset();
   out.emplace_back(job::Spawn{generation_, master_port_});
 }
@@ -96,6 +96,7 @@ void JobMachine::spawn(Actions& out) {
 void JobMachine::begin_stop(int sig, Actions& out) {
   if (state_ == JobState::restarting) out.emplace_back(job::CancelBackoff{});
   enter(JobState::stopping, out);
+  if (sig == SIGKILL) sent_kill_ = true;
   out.emplace_back(job::Kill{sig, true, sig != SIGKILL});
 }
 
@@ -113,10 +114,23 @@ void JobMachine::on_exit(const job::WorkerExited& in, Actions& out) {
     root_ = in.exit;
     stop_.reason = StopReason::failure;
     out.emplace_back(job::LocalFailure{in.exit});
+    reported_ = true;
     begin_stop(SIGTERM, out);
     return;
   }
+  // a failure of its own while another node's failure stops the job: the nodes hear of it too, so
+  // that they all pick the same root cause (a worker that only saw its peer fail is none)
+  if (failed(in.exit) && stop_.reason == StopReason::peer_failed && !reported_ && self_inflicted(in.exit)) {
+    reported_ = true;
+    if (!root_) root_ = in.exit;
+    out.emplace_back(job::LocalFailure{in.exit});
+  }
   out.emplace_back(job::Progress{});
+}
+
+// It failed by itself: not after the agent's SIGTERM (a SIGKILL the agent never sent is not its doing).
+bool JobMachine::self_inflicted(const WorkerExit& w) const {
+  return !w.stopped_by_agent || (w.signal == SIGKILL && !sent_kill_);
 }
 
 void JobMachine::on_drained(const job::Drained& in, Actions& out) {
@@ -124,11 +138,25 @@ void JobMachine::on_drained(const job::Drained& in, Actions& out) {
   // the last lines of stderr belong to the exits we report
   job::Collect c;
   for (const auto& w : in.exits) {
-    if (root_ && w.pid == root_->pid) {
+    if (root_ && w.pid == root_->pid) {  // what it said, now that its output is read
       root_->last_stderr = w.last_stderr;
+      root_->first_exception = w.first_exception;
+      root_->error_file = w.error_file;
+      root_->error = w.error;
+      root_->peer_failure = w.peer_failure;
+      root_->hint = w.hint;
       continue;
     }
     if (failed(w)) c.other_failures.push_back(w);
+  }
+  // a root cause whose collectives only saw a peer fail yields to that peer's own failure
+  if (root_ && root_->peer_failure) {
+    for (auto& w : c.other_failures) {
+      bool blamed = *root_->peer_failure < 0 || w.rank == *root_->peer_failure;
+      if (!blamed || w.peer_failure || !self_inflicted(w)) continue;
+      std::swap(*root_, w);
+      break;
+    }
   }
   c.root_cause = root_;
   out.emplace_back(std::move(c));
@@ -171,6 +199,7 @@ void JobMachine::on_grace(const job::GraceOver& in, Actions& out) {
   if (in.live > 0)
     out.emplace_back(job::Say{fmt::format("dtrain: {} worker(s) still running after the {} s grace period: SIGKILL",
                                           in.live, policy_.grace_s)});
+  sent_kill_ = true;
   out.emplace_back(job::Kill{SIGKILL});
 }
 
@@ -212,6 +241,7 @@ void JobMachine::on_signal(const job::Signal& in, Actions& out) {
     if (!escalated_ && in.live > 0) {
       escalated_ = true;
       out.emplace_back(job::Say{fmt::format("dtrain: {} again: killing the workers now", signal_name(in.sig))});
+      sent_kill_ = true;
       out.emplace_back(job::Kill{SIGKILL});
     }
     return;

@@ -127,7 +127,11 @@ class JobMachine {
   std::optional<int> master_port_;      // the policy's, then the last go's
   int restarts_ = 0;
   StopCause stop_;
+  bool self_inflicted(const WorkerExit& w) const;
+
   bool escalated_ = false;              // a second signal already sent SIGKILL
+  bool sent_kill_ = false;              // SIGKILL went to the workers this generation
+  bool reported_ = false;               // a local failure of this generation went out (LocalFailure)
   std::optional<WorkerExit> root_;      // first local failure of the generation
 };
 

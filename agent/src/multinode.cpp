@@ -19,8 +19,32 @@
 #include "join_line.hpp"
 #include "node_config.hpp"
 #include "node_role.hpp"
+#include "session_bridge.hpp"
 
 namespace dtrain::agent {
+
+namespace {
+
+// The summary once the nodes agreed (or the success line after the exit barrier). A node whose own
+// workers finished and whose job failed later has said so already (the bridge's End message): its
+// summary goes to the JSON only.
+void report_end(AgentResult r, const std::optional<rdzv::Event>& root, int code, int stderr_fd,
+                const std::string& json_path) {
+  bool said = r.exit_code == exit_code::ok && code != exit_code::ok;
+  std::optional<WorkerExit> cause;
+  if (root) {
+    cause = bridge::remote_exit(*root);
+    if (root->node == r.node_rank) cause->remote = false;  // one of ours: found among the local exits
+  }
+  adopt_root_cause(r, cause, code);
+  if (said) {
+    write_summary(r, -1, json_path);
+    return;
+  }
+  write_summary(r, stderr_fd, json_path);
+}
+
+}  // namespace
 
 bool is_multinode(const config::Plan& plan) { return plan.instances > 1 || !plan.rdzv_endpoint.empty(); }
 
@@ -43,6 +67,7 @@ int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
               first.self.rank_offset, first.self.rank_offset + first.self.slots - 1, first.self.world_size,
               first.self.master_addr, first.self.master_port);
 
+  const std::string summary_json = options.summary_json;
   ControlThread control(std::move(session), cfg, first, base, options.progress, options.output.stderr_fd);
   std::optional<Agent> agent;  // outlives control.wait(): the control thread posts to it
   try {
@@ -56,7 +81,7 @@ int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
     throw;
   }
   int code = control.wait();
-  if (code == exit_code::ok) write_all(stderr_fd, success_line(agent->result()) + "\n");  // after the exit barrier
+  report_end(agent->result(), control.root_cause(), code, stderr_fd, summary_json);
   return code;
 }
 

@@ -70,6 +70,7 @@ void OutputRouter::line(WorkerOutput& w, bool is_err, std::string_view text, boo
     text = marked;
   }
   if (is_err) {
+    w.first_exception_.line(text.substr(0, kTailLineBytes));
     w.last_err_.emplace_back(text.substr(0, kTailLineBytes));
     if (w.last_err_.size() > kLastLines) w.last_err_.pop_front();
   }

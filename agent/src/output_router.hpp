@@ -1,7 +1,7 @@
 #pragma once
 // Where a worker's output goes: its raw bytes to its log files (when kept), its whole lines, tagged
 // and optionally timestamped, to the terminal (for the ranks shown there), and the last lines of
-// its stderr to its WorkerExit (the failure summary).
+// its stderr and the first Python exception block on it to its WorkerExit (the failure summary).
 #include <cstddef>
 #include <deque>
 #include <filesystem>
@@ -12,6 +12,7 @@
 
 #include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/output.hpp"
+#include "failure_report.hpp"
 #include "terminal.hpp"
 
 namespace dtrain::agent {
@@ -25,6 +26,7 @@ class WorkerOutput {
   WorkerOutput& operator=(const WorkerOutput&) = delete;
 
   std::vector<std::string> stderr_tail() const { return {last_err_.begin(), last_err_.end()}; }
+  std::vector<std::string> first_exception() const { return first_exception_.lines(); }
 
  private:
   friend class OutputRouter;
@@ -40,6 +42,7 @@ class WorkerOutput {
   int redirected_ = 0;  // streams kept off the terminal (--redirects): 1 stdout, 2 stderr
   Stream out_, err_;
   std::deque<std::string> last_err_;
+  FirstException first_exception_;
 };
 
 class OutputRouter {

@@ -25,6 +25,8 @@ class RunFolder {
   void write_plan(const std::string& json) const;
   // The folder of one generation's logs, created; nullopt when logs are not kept.
   std::optional<std::filesystem::path> attempt(int generation) const;
+  // That folder's path, kept logs or not (the workers' error files go there), not created.
+  std::filesystem::path attempt_path(int generation) const { return path_ / ("attempt-" + std::to_string(generation)); }
 
   // The workers' checkpoint folder (DTRAIN_CHECKPOINT_DIR), absolute and created (mode 0700 when
   // this creates it): `spec_dir` (restart.checkpoint_dir) relative to `workdir`, or, unset,

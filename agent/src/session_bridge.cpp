@@ -1,9 +1,13 @@
 // SessionBridge (session_bridge.hpp): job events in, agent events and session calls out.
 #include "session_bridge.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
+#include "failure_report.hpp"
 #include "job_machine.hpp"
 
 namespace dtrain::agent::bridge {
@@ -16,6 +20,11 @@ struct Overload : F... {
 template <class... F>
 Overload(F...) -> Overload<F...>;
 
+// A failure event's text where it ends the job ("root cause: node 1 (h1): rank 3 ...").
+std::string ending_reason(const rdzv::Event& e, const std::string& reason) {
+  return e.kind == "failure" && e.rank >= 0 ? "root cause: " + reason : reason;
+}
+
 std::string late_message(int code, const std::string& reason) {
   return fmt::format("the job failed after this node's workers finished (exit status {}): {}", code, reason);
 }
@@ -25,14 +34,69 @@ std::string late_message(int code, const std::string& reason) {
 std::string failure_message(const WorkerExit& w) {
   constexpr std::size_t kLineMax = 240, kTotalMax = 2400;
   std::string out = fmt::format("local rank {}, pid {}", w.local_rank, w.pid);
-  if (w.last_stderr.empty()) return out;
-  std::string tail;
-  for (auto it = w.last_stderr.rbegin(); it != w.last_stderr.rend(); ++it) {  // the last lines count most
-    std::string line = it->size() > kLineMax ? it->substr(0, kLineMax) + "..." : *it;
-    if (tail.size() + line.size() + 7 > kTotalMax) break;
-    tail = "\n    | " + line + tail;
+  if (w.peer_failure)
+    out += *w.peer_failure >= 0 ? fmt::format(" (its collectives saw rank {} fail)", *w.peer_failure)
+                                : std::string(" (its collectives saw a peer fail)");
+  Evidence ev = evidence_of(w);
+  if (ev.lines.empty()) return out;
+  auto cut = [&](const std::string& l) { return l.size() > kLineMax ? l.substr(0, kLineMax) + "..." : l; };
+  // the first line (a traceback's header) and as many of the last as fit: the end counts most
+  std::string first = "\n    | " + cut(ev.lines.front()), tail;
+  for (std::size_t i = ev.lines.size(); i-- > 1;) {
+    std::string line = "\n    | " + cut(ev.lines[i]);
+    if (first.size() + tail.size() + line.size() > kTotalMax) {
+      first += "\n    | ...";
+      break;
+    }
+    tail = line + tail;
   }
-  return out + "; last lines of its stderr:" + tail;
+  if (first.size() + tail.size() > kTotalMax) first.clear();
+  return out + "; " + ev.heading + ":" + first + tail;
+}
+
+std::optional<int> reported_peer_failure(const std::string& message) {
+  std::string head = message.substr(0, message.find('\n'));
+  auto at = head.find("(its collectives saw ");
+  if (at == std::string::npos) return std::nullopt;
+  int rank = -1;
+  if (std::sscanf(head.c_str() + at, "(its collectives saw rank %d fail)", &rank) == 1) return rank;
+  return -1;
+}
+
+std::optional<rdzv::Event> agreed_root(const std::vector<rdzv::Event>& failures) {
+  for (const auto& e : failures)
+    if (e.signal != 0 || !reported_peer_failure(e.message)) return e;
+  return std::nullopt;
+}
+
+WorkerExit remote_exit(const rdzv::Event& e) {
+  WorkerExit w;
+  w.remote = true;
+  w.rank = e.rank;
+  w.node_rank = e.node;
+  w.host = e.host;
+  w.exit_code = e.exit_code;
+  w.signal = e.signal;
+  std::string head = e.message.substr(0, e.message.find('\n'));
+  int local = -1;
+  long pid = 0;
+  if (std::sscanf(head.c_str(), "local rank %d, pid %ld", &local, &pid) == 2) w.local_rank = local, w.pid = pid;
+  if (auto p = reported_peer_failure(e.message)) w.peer_failure = p;
+  auto semi = head.find("; ");
+  std::string heading = semi == std::string::npos ? "" : head.substr(semi + 2);
+  if (!heading.empty() && heading.back() == ':') heading.pop_back();
+  if (heading.empty() && semi == std::string::npos && local < 0) heading = head;  // not an agent's report
+  if (heading.empty()) return w;
+  w.report.push_back(heading);
+  std::size_t at = e.message.find('\n');
+  while (at != std::string::npos) {
+    std::size_t next = e.message.find('\n', at + 1);
+    std::string line = e.message.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    if (line.rfind("    | ", 0) == 0) line.erase(0, 6);
+    w.report.push_back(line);
+    at = next;
+  }
+  return w;
 }
 
 std::string stop_message(const SelfStop& s) {
@@ -54,7 +118,10 @@ std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& en
     // there); a restart cannot mend that, so every node ends with its status
     ev.kind = e.rank < 0 ? Event::Kind::abort : Event::Kind::peer_failed;
     ev.exit_code = e.signal != 0 ? exit_code::signal_base + e.signal : e.exit_code;
-    ev.reason = "root cause: " + rdzv::describe_event(e);
+    // its first line only: the summary shows the rest once, at the end
+    rdzv::Event head = e;
+    if (e.rank >= 0) head.message = e.message.substr(0, std::min(e.message.find('\n'), e.message.find("; ")));
+    ev.reason = rdzv::describe_event(head);  // the root cause is named once the nodes agree
     return ev;
   }
   if (e.kind == "joined") {  // elastic: a node waits for the next generation
@@ -85,7 +152,7 @@ BarrierDone barrier_outcome(const std::optional<rdzv::Event>& cause, const std::
   if (!cause) return {exit_code::ok, ""};
   auto ev = agent_event_for(*cause, endpoint);
   if (!ev) return {exit_code::internal, fmt::format("exit barrier ended by a '{}' event", cause->kind)};
-  return {ev->exit_code != 0 ? ev->exit_code : 1, ev->reason};
+  return {ev->exit_code != 0 ? ev->exit_code : 1, ending_reason(*cause, ev->reason)};
 }
 
 BarrierDone barrier_failure(const std::exception& e) {
@@ -124,6 +191,7 @@ std::vector<Action> SessionBridge::on(const Input& in) {
                         [this](const JoinFailed& x) { return on_join_failed(x); },
                         [this](const AgentDone& x) { return on_agent_done(x); },
                         [this](const BarrierDone& x) { return on_barrier_done(x); },
+                        [this](const SettleOver&) { return on_settle_over(); },
                     },
                     in);
 }
@@ -148,8 +216,10 @@ std::vector<Action> SessionBridge::on_state(const AgentState& in) {
     case JobState::done:
       agent_done_ = true;
       break;
-    case JobState::running:
     case JobState::restarting:
+      restarted_ = true;  // the generation's failure led to a restart: it no longer ends the job
+      break;
+    case JobState::running:
       break;
   }
   return out;
@@ -171,8 +241,15 @@ std::vector<Action> SessionBridge::on_self_stop(const SelfStopped& in) {
 
 std::vector<Action> SessionBridge::on_job_event(const JobEvent& in) {
   // in the barrier NodeSession::finish() answers for the events; other generations are over
-  if (phase_ != Phase::running || in.generation != generation_) return {};
+  if ((phase_ != Phase::running && phase_ != Phase::settling) || in.generation != generation_) return {};
   const rdzv::Event& e = in.event;
+  if (first_kind_.empty()) first_kind_ = e.rank < 0 && e.kind == "failure" ? "agent failure" : e.kind;
+  if (e.kind == "failure" && e.rank >= 0) failures_.push_back(e);
+  if (phase_ == Phase::settling) {
+    if (first_kind_ != "failure") return on_settle_over();  // a stop or a loss came first: it stands
+    auto root = agreed_root(failures_);
+    return root ? settled(*root) : std::vector<Action>{};
+  }
   auto ev = agent_event_for(e, cfg_.endpoint, cfg_.elastic);
   if (!ev) return {};
   if (e.kind == "failure" && e.node == cfg_.node_rank) {
@@ -180,12 +257,13 @@ std::vector<Action> SessionBridge::on_job_event(const JobEvent& in) {
     return {};
   }
   if (!decide(in.generation, Fate::remote_failure)) return {};
-  remote_ = BarrierDone{ev->exit_code != 0 ? ev->exit_code : 1, ev->reason};
+  remote_ = BarrierDone{ev->exit_code != 0 ? ev->exit_code : 1, ending_reason(e, ev->reason)};
   if (agent_done_) return {};  // too late for the agent: AgentDone(0) makes it a late failure
   return {Post{*ev}};
 }
 
 std::vector<Action> SessionBridge::on_joined(const Joined& in) {
+  if (in.generation != generation_) failures_.clear(), first_kind_.clear(), restarted_ = false;
   generation_ = in.generation;
   if (in.node_rank >= 0) cfg_.node_rank = in.node_rank;
   phase_ = Phase::running;
@@ -218,9 +296,34 @@ std::vector<Action> SessionBridge::on_agent_done(const AgentDone& in) {
   // restarting or seeing this node as lost
   if (in.exit_code != exit_code::ok && phase_ == Phase::running && fate(generation_) == Fate::open)
     out.push_back(Report{-1, in.exit_code, 0, in.reason});
+  // a worker failure ended the job: every node names the same root cause, once it is known
+  Fate f = fate(generation_);
+  if (in.exit_code != exit_code::ok && phase_ == Phase::running && !restarted_ &&
+      (f == Fate::local_failure || (f == Fate::remote_failure && first_kind_ == "failure"))) {
+    if (first_kind_ == "failure")
+      if (auto root = agreed_root(failures_)) return settled(*root);
+    phase_ = Phase::settling;
+    agent_code_ = in.exit_code;
+    out.push_back(Settle{cfg_.settle_limit});
+    return out;
+  }
   phase_ = Phase::ended;
   out.push_back(End{in.exit_code, ""});
   return out;
+}
+
+std::vector<Action> SessionBridge::settled(const rdzv::Event& root) {
+  phase_ = Phase::ended;
+  int code = root.signal != 0 ? exit_code::signal_base + root.signal : root.exit_code;
+  return {End{code != 0 ? code : 1, "", root}};
+}
+
+// No failure of its own came: the first failure stands (every node waited as long).
+std::vector<Action> SessionBridge::on_settle_over() {
+  if (phase_ != Phase::settling) return {};
+  if (first_kind_ == "failure" && !failures_.empty()) return settled(failures_.front());
+  phase_ = Phase::ended;
+  return {End{agent_code_, ""}};
 }
 
 std::vector<Action> SessionBridge::on_barrier_done(const BarrierDone& in) {

@@ -75,7 +75,9 @@ struct BarrierDone {  // the exit barrier ended: 0 every node finished, else why
   int exit_code;
   std::string reason;
 };
-using Input = std::variant<AgentState, LocalFailure, SelfStopped, JobEvent, Joined, JoinFailed, AgentDone, BarrierDone>;
+struct SettleOver {};  // the wait for the failure that settles the root cause (Settle) ended
+using Input = std::variant<AgentState, LocalFailure, SelfStopped, JobEvent, Joined, JoinFailed, AgentDone, BarrierDone,
+                           SettleOver>;
 
 // ---- actions -------------------------------------------------------------------------------------
 struct StartMonitoring {  // heartbeats and job events of `generation`
@@ -109,8 +111,12 @@ struct ExitBarrier {  // NodeSession::finish; answers with BarrierDone
 struct End {  // this node's exit status; `message` (when not empty) goes to stderr as "dtrain: ..."
   int exit_code = 0;
   std::string message;
+  std::optional<rdzv::Event> root{};  // the failure every node agreed on as the root cause
 };
-using Action = std::variant<StartMonitoring, Post, Publish, Report, ReportStop, Rejoin, ExitBarrier, End>;
+struct Settle {  // wait this long for more job events, then feed SettleOver
+  std::chrono::milliseconds limit{0};
+};
+using Action = std::variant<StartMonitoring, Post, Publish, Report, ReportStop, Rejoin, ExitBarrier, End, Settle>;
 
 struct BridgeConfig {
   int node_rank = 0;        // this node's rank (from the first join)
@@ -118,11 +124,13 @@ struct BridgeConfig {
   std::string endpoint;     // the rendezvous, for messages
   std::chrono::milliseconds barrier_limit{0};
   bool elastic = false;     // a lost node or one that joins restarts the job instead of ending it
+  // how long a failed node waits for the failure that its failures reported (a peer's own failure)
+  std::chrono::milliseconds settle_limit{3000};
 };
 
 class SessionBridge {
  public:
-  enum class Phase { joining, running, detached, barrier, ended };
+  enum class Phase { joining, running, detached, barrier, settling, ended };
   enum class Fate { open, local_failure, remote_failure, self_stop };
 
   explicit SessionBridge(BridgeConfig c) : cfg_(std::move(c)) {}  // generation 0, being joined
@@ -142,6 +150,8 @@ class SessionBridge {
   std::vector<Action> on_join_failed(const JoinFailed& in);
   std::vector<Action> on_agent_done(const AgentDone& in);
   std::vector<Action> on_barrier_done(const BarrierDone& in);
+  std::vector<Action> on_settle_over();
+  std::vector<Action> settled(const rdzv::Event& root);
   bool decide(int generation, Fate f);  // true when this decided the generation's fate
 
   BridgeConfig cfg_;
@@ -151,7 +161,20 @@ class SessionBridge {
   Fate fate_ = Fate::open;      // ... and how
   std::optional<BarrierDone> remote_;  // the remote failure that decided it (a late failure's status)
   bool agent_done_ = false;     // the agent reached `done`: events no longer reach it
+  std::vector<rdzv::Event> failures_;  // the worker failures of `generation_`, in the rendezvous's order
+  std::string first_kind_;      // the kind of the generation's first job event ("failure", "lost", ...)
+  int agent_code_ = 0;          // the agent's exit status, while settling
+  bool restarted_ = false;      // the agent restarts after this generation's failure
 };
+
+// The root cause every node picks from the same failures in the same (the rendezvous's) order: the
+// first whose worker failed by itself, not because its collectives saw a peer fail; nullopt when
+// each of them only saw a peer fail (the peer's own report may still come).
+std::optional<rdzv::Event> agreed_root(const std::vector<rdzv::Event>& failures);
+// The peer whose failure a Report's message says its rank saw (-1: a peer not named), or nullopt.
+std::optional<int> reported_peer_failure(const std::string& message);
+// A root cause on another node as the summary shows it, from its failure event.
+WorkerExit remote_exit(const rdzv::Event& e);
 
 // The Agent event a session's job event causes (failure elsewhere, lost node, lost rendezvous, a
 // node joining an elastic job); nullopt for events that are not fatal. `elastic`: a lost node
@@ -163,8 +186,9 @@ std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& en
 BarrierDone barrier_outcome(const std::optional<rdzv::Event>& cause, const std::string& endpoint);
 BarrierDone barrier_failure(const std::exception& e);
 
-// What a Report says of a failed worker: where it ran and the last lines of its stderr, bounded
-// ("local rank 0, pid 812; last lines of its stderr:\n    | ...").
+// What a Report says of a failed worker: where it ran, whether its collectives saw a peer fail, and
+// its own words (failure_report.hpp's evidence), bounded
+// ("local rank 0, pid 812 (its collectives saw rank 3 fail); first exception on its stderr:\n    | ...").
 std::string failure_message(const WorkerExit& w);
 // What a ReportStop says: "interrupted (SIGINT)", or "stopped: <reason>".
 std::string stop_message(const SelfStop& s);

@@ -162,6 +162,7 @@ std::vector<WorkerExit> WorkerGroup::exits() const {
   for (const auto& w : workers_) {
     out.push_back(w->exit);
     out.back().last_stderr = w->output.stderr_tail();
+    out.back().first_exception = w->output.first_exception();
   }
   return out;
 }
@@ -172,10 +173,12 @@ bool WorkerGroup::output_done(long pid) const {
   return true;
 }
 
-std::vector<std::string> WorkerGroup::stderr_tail(long pid) const {
-  for (const auto& w : workers_)
-    if (w->exit.pid == pid) return w->output.stderr_tail();
-  return {};
+void WorkerGroup::stderr_of(WorkerExit& exit) const {
+  for (const auto& w : workers_) {
+    if (w->exit.pid != exit.pid) continue;
+    exit.last_stderr = w->output.stderr_tail();
+    exit.first_exception = w->output.first_exception();
+  }
 }
 
 void WorkerGroup::retire() {

@@ -81,7 +81,7 @@ class WorkerGroup {
   std::vector<WorkerExit> exits() const;  // with the last lines of their stderr
   // The worker `pid` of this generation exited and its output is read (or it is not here).
   bool output_done(long pid) const;
-  std::vector<std::string> stderr_tail(long pid) const;  // its last lines so far
+  void stderr_of(WorkerExit& exit) const;  // its last stderr lines and first exception so far
   // The generation is over: its workers leave the group (their handles close in the background).
   void retire();
   void clear_retired() { retired_.clear(); }

@@ -12,7 +12,7 @@ constexpr std::array kVars = {
     Var{"GROUP_RANK", true}, Var{"GROUP_WORLD_SIZE", true}, Var{"ROLE_NAME", true}, Var{"ROLE_RANK", true},
     Var{"ROLE_WORLD_SIZE", true}, Var{"MASTER_ADDR", true}, Var{"MASTER_PORT", true},
     Var{"TORCHELASTIC_RESTART_COUNT", true}, Var{"TORCHELASTIC_MAX_RESTARTS", true},
-    Var{"TORCHELASTIC_RUN_ID", true}, Var{"TORCHELASTIC_USE_AGENT_STORE", true},
+    Var{"TORCHELASTIC_RUN_ID", true}, Var{"TORCHELASTIC_USE_AGENT_STORE", true}, Var{"TORCHELASTIC_ERROR_FILE", true},
     // dtrain's own
     Var{"DTRAIN_RUN_ID", true}, Var{"DTRAIN_GENERATION", true}, Var{"DTRAIN_NODE_RANK", true},
     Var{"DTRAIN_NNODES", true}, Var{"DTRAIN_WORLD_SIZE", true}, Var{"DTRAIN_STORE_ADDR", true},

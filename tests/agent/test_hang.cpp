@@ -60,7 +60,7 @@ TEST_SUITE("agent::hang") {
     REQUIRE(d.lines.size() == 3);
     CHECK(d.lines[0] == "rank 0: in allreduce #3 (4.0 MiB) for 2.0 s");
     CHECK(d.lines[1] == "rank 1: last collective barrier #2 (64 B) returned 1.0 s ago");
-    CHECK(d.lines[2] == "rank 2: no collective call yet");
+    CHECK(d.lines[2] == "rank 2: unseen (no dtrain collective call yet)");
   }
 
   TEST_CASE("ranks stuck in one call, grouped; ranks behind them named as having stopped calling") {
@@ -72,7 +72,7 @@ TEST_SUITE("agent::hang") {
                       now, 30);
     CHECK(d.hung);
     CHECK(d.verdict == "no progress for 31 s: ranks 0-2 wait in allreduce #57 (4.0 MiB); rank 3 stopped calling: "
-                       "its last collective, allreduce #56 (64 B), returned 32.0 s ago; rank 4 made no collective call");
+                       "its last collective, allreduce #56 (64 B), returned 32.0 s ago; rank 4 made no dtrain collective call (dtrain cannot see where it is)");
   }
 
   TEST_CASE("the text a node publishes: its lines, then the verdict once stuck") {

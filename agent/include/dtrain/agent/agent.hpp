@@ -82,6 +82,15 @@ struct AgentOptions {
   bool reap_escapees = false;
 };
 
+// What torch's @record (torch.distributed.elastic.multiprocessing.errors) wrote to a worker's
+// TORCHELASTIC_ERROR_FILE.
+struct ErrorReport {
+  std::string file;       // the path
+  std::string message;    // "ValueError: bad value"
+  std::string traceback;  // extraInfo.py_callstack ("" when absent)
+  std::string timestamp;  // extraInfo.timestamp, seconds since the epoch as written ("" when absent)
+};
+
 // Why one worker ended.
 struct WorkerExit {
   int rank = -1;
@@ -95,6 +104,16 @@ struct WorkerExit {
   bool stopped_by_agent = false;  // ended after the agent sent it SIGTERM/SIGKILL
   double duration_s = 0;
   std::vector<std::string> last_stderr;  // last lines of its stderr
+  std::vector<std::string> first_exception;  // the first Python exception block on its stderr
+  std::string error_file;                // its TORCHELASTIC_ERROR_FILE ("" : none)
+  std::optional<ErrorReport> error;      // what was written there
+  std::optional<int> peer_failure;       // its collectives saw this rank fail (-1: a peer not named)
+  std::string hint;                      // advice for the summary (the interpreter of a ModuleNotFoundError)
+  // A root cause on another node (multi-node): its host, and its failure as that node reported it
+  // (a heading line, then the lines of its error file, first exception or stderr tail).
+  bool remote = false;
+  std::string host;
+  std::vector<std::string> report;
   int status() const;       // exit code, 128+signal, 127/126 on exec failure
   std::string describe() const;  // "exit code 3" / "signal SIGSEGV (11)" / "command not found"
 };
@@ -152,6 +171,7 @@ struct AgentResult {
   std::string logs;                          // the last attempt's log folder; "" when not kept
   int ranks = 0;                             // workers of the job (all nodes)
   int local_ranks = 0;                       // ... on this node
+  int node_rank = 0;                         // this node's rank (of the last generation)
   double duration_s = 0;                     // from the start of run() to the end
   std::vector<std::string> hang;             // the stuck ranks and where, when the job hung
 };
@@ -183,6 +203,13 @@ std::string summary_text(const AgentResult& r);
 std::string summary_json(const AgentResult& r);
 // The one line of a successful run: "dtrain: 4 ranks finished in 12.3 s (no restarts)".
 std::string success_line(const AgentResult& r);
+// The end of a run on stderr (the summary, or the success line; nothing when stderr_fd < 0) and,
+// with `json_path`, the JSON.
+void write_summary(const AgentResult& r, int stderr_fd, const std::string& json_path);
+// A multi-node job's result as every node reports it: `root` (the root cause the nodes agreed on,
+// from its failure event) becomes the root cause, this node's own failures the others; `exit_code`
+// the node's exit status.
+void adopt_root_cause(AgentResult& r, const std::optional<WorkerExit>& root, int exit_code);
 
 // A job that cannot start here: the command is not there (127) or not executable (126), the workdir
 // is not a directory (2). What the agent refuses before spawning, and `dtrain plan` with it.

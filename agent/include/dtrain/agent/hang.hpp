@@ -29,11 +29,17 @@ struct Diagnosis {
   bool hung = false;               // a rank has been in one call for at least the threshold
   std::string verdict;             // "no progress for 31 s: ranks 0-2 wait in allreduce #57 (4.0 MiB); rank 3 ..."
   std::vector<std::string> lines;  // one per rank: "rank 0: in allreduce #57 (4.0 MiB) for 31.2 s"
+  // Ranks dtrain cannot see into: no dtrain collective call yet (what they do through gloo, NCCL or
+  // anything else is invisible to it: busy, idle or stuck, it cannot tell).
+  std::vector<int> unseen;
 };
+
+// "ranks 0-3: dtrain cannot see into them: ..." ("" when every rank made a dtrain collective call).
+std::string unseen_text(const Diagnosis& d);
 
 // `now_ns` on the pages' clock (CLOCK_MONOTONIC); `threshold_s` > 0.
 Diagnosis diagnose(const std::vector<RankProgress>& ranks, std::int64_t now_ns, double threshold_s);
-// The lines, then "stuck: <verdict>" when hung: what `dtrain status` shows of a node.
+// The lines, the unseen ranks' note, then "stuck: <verdict>" when hung: what `dtrain status` shows of a node.
 std::string diagnosis_text(const Diagnosis& d);
 
 // The progress pages in a run folder (progress-R files), read now; ranks in order.
