@@ -83,6 +83,7 @@ def main():
             with open(args.weights_out, "w") as f:
                 f.writelines(f"{v!r}\n" for v in flat.tolist())
         print(f"done: {world} replicas agree ({args.backend})", flush=True)
+    dist.barrier()  # earlier ops' tensors freed first (torch 1.13 joins a group's threads holding the GIL)
     dist.destroy_process_group()
 
 

@@ -211,6 +211,8 @@ def main():
             except OSError as e:
                 print(f"torch_pipeline: cannot write the weights: {e}", file=sys.stderr)
                 return 5
+    dist.barrier(group=group)  # earlier ops' tensors freed first (torch 1.13 joins a group's threads
+    dist.barrier()  # holding the GIL)
     dist.destroy_process_group()
     return 0
 

@@ -1,9 +1,10 @@
 """What the PyTorch example tests of tests/examples share: the skip rule, running a job, weights.
 
 A test exits 77 (skipped) with a one-line reason only where torch cannot be imported or the dtrain
-backend was not built at all (no python/dtrain/torch in the build tree: libtorch-dev or pybind11 was
+backend was not built at all (no dtrain/_torch_backend*.so in the build tree: libtorch-dev or pybind11 was
 missing when CMake ran). A backend that was built but fails to import is a failure, not a skip.
 """
+import glob
 import os
 import subprocess
 import sys
@@ -26,13 +27,14 @@ def require_backend(backend):
     if backend != "dtrain":
         return
     import dtrain
-    where = os.path.join(os.path.dirname(dtrain.__file__), "torch")
-    if not os.path.isdir(where):
-        skip(f"the dtrain torch backend was not built ({where} is absent: libtorch-dev and pybind11-dev "
-             "are needed when CMake runs; scripts/install-deps.sh)")
+    package = os.path.dirname(dtrain.__file__)
+    built = glob.glob(os.path.join(package, "_torch_backend*.so"))
+    if not built:
+        skip(f"the dtrain torch backend was not built (no _torch_backend*.so in {package}: libtorch-dev and "
+             "pybind11-dev are needed when CMake runs; scripts/install-deps.sh)")
     p = subprocess.run([sys.executable, "-c", "import dtrain.torch"], capture_output=True, text=True)
     if p.returncode != 0:
-        sys.exit(f"FAIL: the dtrain backend is built ({where}) but `import dtrain.torch` fails:\n{p.stderr}")
+        sys.exit(f"FAIL: the dtrain backend is built ({built[0]}) but `import dtrain.torch` fails:\n{p.stderr}")
 
 
 def base_env(**extra):
