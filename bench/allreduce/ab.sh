@@ -6,7 +6,7 @@
 #   usage: bench/allreduce/ab.sh BUILD_DIR LIBDIR_A LIBDIR_B [ROUNDS] [SIZES]
 #   (LIBDIR_*: folders holding a libdtrain_collectives.so.0, e.g. a copy of an older build's lib/)
 #   AB_ENV_A / AB_ENV_B: extra VAR=value words for side A / B, e.g. one library with and without a
-#   setting: AB_ENV_A="DTRAIN_SHM_SINGLE_COPY_BYTES=0" bench/allreduce/ab.sh B L L 6 1M,64M
+#   setting: AB_ENV_A="DTRAIN_SHM_SLOT_BYTES=1048576" bench/allreduce/ab.sh B L L 6 1M,64M
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n 2,7p "$0" >&2; exit 2; }
 build=$(cd "$1" && pwd)

@@ -40,7 +40,6 @@ void apply_params(CommConfig& cfg, double timeout_s_override) {
   };
   cfg.shm_slot_bytes = static_cast<std::size_t>(positive("DTRAIN_SHM_SLOT_BYTES", 4096));
   cfg.shm_p2p_bytes = static_cast<std::size_t>(positive("DTRAIN_SHM_P2P_BYTES", 16384));
-  cfg.shm_single_copy_bytes = static_cast<std::size_t>(positive("DTRAIN_SHM_SINGLE_COPY_BYTES", 0));
   cfg.tcp_chunk_bytes = static_cast<std::size_t>(positive("DTRAIN_TCP_CHUNK_BYTES", 4096));
   cfg.spin_us = static_cast<int>(std::min<std::int64_t>(positive("DTRAIN_COLL_SPIN_US", 0), 1000000));
 }
@@ -101,7 +100,6 @@ void Communicator::start(Group g) {
   o.timeout = cfg_.timeout;
   o.shm_slot_bytes = cfg_.shm_slot_bytes;
   o.shm_p2p_bytes = cfg_.shm_p2p_bytes;
-  o.shm_single_copy_bytes = cfg_.shm_single_copy_bytes;
   o.tcp_chunk_bytes = cfg_.tcp_chunk_bytes;
   o.spin_us = cfg_.spin_us;
   transport_ = make_transport(o);

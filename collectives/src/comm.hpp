@@ -44,7 +44,6 @@ struct CommConfig {
   std::size_t shm_p2p_bytes = 2 << 20;
   std::size_t tcp_chunk_bytes = 1 << 20;
   int spin_us = 50;
-  std::size_t shm_single_copy_bytes = 0;
 };
 
 // One direction of a point-to-point call: the buffer (src to send, dst to receive), its count and

@@ -17,7 +17,6 @@ constexpr Param kParams[] = {
     {"DTRAIN_LOG", "warn", "log level and subsystems: error|warn|info|debug|trace[:cli,config,rdzv,agent,coll,net]"},
     {"DTRAIN_RDZV_TOKEN", "", "rendezvous token itself (prefer rendezvous.token_file or --token-file)"},
     {"DTRAIN_SHM_P2P_BYTES", "2097152", "bytes of one rank's point-to-point receive rings in shared memory, split over its local peers (each ring 16 KiB .. 1 MiB)"},
-    {"DTRAIN_SHM_SINGLE_COPY_BYTES", "0", "shm allreduces of at least this many bytes read and write the local peers' buffers directly (cross-memory attach, where ptrace rules allow); 0: never"},
     {"DTRAIN_SHM_SLOT_BYTES", "2097152", "bytes of one rank's shared-memory slot (the pipelining chunk of the shm engine)"},
     {"DTRAIN_SOCKET_ADDR", "", "address a worker advertises for the TCP engine (default: the one that reaches the store)"},
     {"DTRAIN_TCP_CHUNK_BYTES", "1048576", "bytes per message of the TCP engine's ring and chain pipelines"},

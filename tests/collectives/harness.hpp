@@ -28,7 +28,6 @@ struct World {
   std::chrono::milliseconds timeout{60000};
   std::string run_id = "test";
   std::size_t slot_bytes = 1 << 20;
-  std::size_t single_copy_bytes = 4 << 20;  // shm allreduces from this size on: single copy (0: never)
 };
 
 inline CommConfig config_for(const World& w, int r) {
@@ -42,7 +41,6 @@ inline CommConfig config_for(const World& w, int r) {
   c.run_id = w.run_id;
   c.advertise = "127.0.0.1";
   c.shm_slot_bytes = w.slot_bytes;
-  c.shm_single_copy_bytes = w.single_copy_bytes;
   c.tcp_chunk_bytes = 256 * 1024;
   c.spin_us = 20;
   return c;

@@ -92,20 +92,17 @@ pid_t spawn_launch(const std::string& spec) {
 int free_port() { return dtrain::net::pick_free_port("127.0.0.1"); }
 
 // A shared-memory job of the C worker whose rank 1 SIGKILLs itself as `args` say (the survivors
-// ignore the agent's SIGTERM long enough to report), with a 15 s collective deadline and
-// DTRAIN_SHM_SINGLE_COPY_BYTES as given.
+// ignore the agent's SIGTERM long enough to report), with a 15 s collective deadline.
 struct Killed {
   int status = 0;
   std::string all;  // stdout + stderr
   std::chrono::steady_clock::duration took{};
 };
-Killed run_killed(const std::string& id, int ranks, std::vector<std::string> args,
-                  const std::string& single_copy_bytes = "0") {
+Killed run_killed(const std::string& id, int ranks, std::vector<std::string> args) {
   for (const char* a : {"--die-rank", "1", "--ignore-sigterm"}) args.emplace_back(a);
   TempDir dir;
   auto spec = dir.write("job.json", job(id, ranks, args));
   auto env = env_for("auto", "15");
-  env["DTRAIN_SHM_SINGLE_COPY_BYTES"] = single_copy_bytes;
   const auto t0 = std::chrono::steady_clock::now();
   auto r = dtrain::test::run({DTRAIN_BIN, "launch", "--grace", "20", spec}, env, 120);
   return {r.status, r.out + r.err, std::chrono::steady_clock::now() - t0};
@@ -195,12 +192,11 @@ TEST_SUITE("collectives::launch") {
     CHECK(r.took < std::chrono::seconds(19));
   }
 
-  TEST_CASE("a rank killed during a large shared-memory allreduce (single-copy path): the other fails, not hangs") {
-    // 32 MiB per call: rank 1 dies 2 ms into the call, while rank 0 reads from and writes into its
-    // buffers (or waits for it at the call's end); either way rank 0 reports a peer failure.
+  TEST_CASE("a rank killed during a large shared-memory allreduce (pipelined path): the other fails, not hangs") {
+    // 32 MiB per call: rank 1 dies 2 ms into the call, while rank 0 streams the segment's slots with it
+    // (or waits for it at the call's end); either way rank 0 reports a peer failure.
     auto r = run_killed(run_id("kill-copy"), 2, {"--count", "8388608", "--iters", "3", "--die-at", "1",
-                                                 "--die-after-us", "2000"},
-                        "4194304");
+                                                 "--die-after-us", "2000"});
     INFO(r.all);
     // The job's status is rank 1's SIGKILL, or rank 0's peer failure (10 + 4) when the agent reaps
     // rank 0 first: it notices the death within the copy, about as soon as the agent does.

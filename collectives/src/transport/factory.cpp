@@ -30,7 +30,6 @@ shm::Options shm_options(const TransportOptions& o) {
   s.slot_bytes = o.shm_slot_bytes;
   s.p2p_bytes = o.shm_p2p_bytes;
   s.spin_us = o.spin_us;
-  s.single_copy_bytes = o.shm_single_copy_bytes;
   return s;
 }
 

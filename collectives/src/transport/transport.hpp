@@ -34,12 +34,10 @@
 // routes by host and progresses a shm and a tcp direction together. The communicator handles
 // messages to the caller itself.
 //
-// Not implemented yet: a single-copy shared-memory allreduce for large buffers. It stays inside
-// shm/: shm::Engine::allreduce already picks its algorithm by size; a third path (its own file)
-// publishes this rank's send and recv addresses in its control block (buffers from dtrain_mem_alloc,
-// a shared pool every local rank maps, or any buffer through process_vm_readv), syncs once, reduces
-// its piece straight from the peers' send buffers and copies the others' reduced pieces straight
-// from their recv buffers. Nothing in this interface or in the communicator changes.
+// No engine reads or writes another rank's own buffers: data moves through memory the engine owns
+// (the shm segment, sockets), so a peer that leaves or dies mid-call costs a failed call, never an
+// access to memory it freed. (A single-copy shm allreduce through cross-memory attach did, with such
+// a window; it was measured slower than the slot path and taken out.)
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -102,7 +100,6 @@ struct TransportOptions {
   std::size_t shm_p2p_bytes = 2 << 20;  // a rank's point-to-point receive rings, over all its peers
   std::size_t tcp_chunk_bytes = 1 << 20;
   int spin_us = 50;
-  std::size_t shm_single_copy_bytes = 0;  // shm allreduces from this size on: single copy (0: never)
 };
 
 // Sets up the engine for the group (bootstrapping through the store, bounded by the timeout):

@@ -85,7 +85,7 @@ void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
     allreduce_box(d, send, recv);
   } else if (bytes <= std::min(kSmallBytes, buf_bytes_)) {
     allreduce_small(d, send, recv);
-  } else if (single_copy_bytes_ == 0 || bytes < single_copy_bytes_ || !allreduce_single_copy(d, send, recv)) {
+  } else {
     allreduce_pipelined(d, send, recv);
   }
   end();

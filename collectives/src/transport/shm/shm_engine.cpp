@@ -41,8 +41,7 @@ Engine::Engine(const Options& o)
       n_(static_cast<int>(o.global_ranks.size())),
       granks_(o.global_ranks),
       timeout_(o.timeout),
-      spin_us_(o.spin_us),
-      single_copy_bytes_(o.single_copy_bytes) {
+      spin_us_(o.spin_us) {
   DTRAIN_CHECK(n_ >= 1 && n_ <= kMaxLocal && me_ >= 0 && me_ < n_, "local rank {} of {}", me_, n_);
   const std::size_t ctl_off = round_up(sizeof(Header), 64);
   boxes_offset_ = round_up(ctl_off + sizeof(RankCtl) * static_cast<std::size_t>(n_), 4096);

@@ -10,9 +10,10 @@
 // its peers: between 16 KiB and 1 MiB each, plus 4 KiB for frame headers and padding).
 // Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
 // shm_collectives.cpp (the algorithms), shm_box.cpp (allreduces up to kBoxBytes: no sync, a flag per
-// rank and call in the line that carries the fingerprint and, up to 40 bytes, the data),
-// shm_single_copy.cpp (large allreduces through cross-memory attach), shm_p2p.cpp (point-to-point
-// through the rings).
+// rank and call in the line that carries the fingerprint and, up to 40 bytes, the data), shm_p2p.cpp
+// (point-to-point through the rings). Every byte moves through the segment: no rank ever touches
+// another's own buffers, so a peer that leaves or dies mid-call can cost a failed call, never a read
+// or write of memory it freed.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +39,6 @@ struct Options {
   std::size_t slot_bytes = 2 << 20;
   std::size_t p2p_bytes = 2 << 20;  // one rank's receive rings together
   int spin_us = 50;
-  std::size_t single_copy_bytes = 0;  // allreduces from this size on: single copy (0: never)
 };
 
 class Engine final : public Transport {
@@ -122,10 +122,6 @@ class Engine final : public Transport {
   void box_publish(const OpDesc& d, const std::uint8_t* send, std::size_t bytes);
   void box_wait(const OpDesc& d, int rank, const BoxLine& b);
   void box_check_peer(const OpDesc& d, int rank);
-  // single-copy allreduce (shm_single_copy.cpp)
-  bool allreduce_single_copy(const OpDesc& d, const std::uint8_t* send, std::uint8_t* recv);
-  bool single_copy_ready(const OpDesc& d);
-  [[noreturn]] void single_copy_fail(const OpDesc& d, int peer, bool write, int err);
   // point-to-point (shm_p2p.cpp)
   Ring* ring(int from, int to) const;
   std::uint8_t* ring_data(const Ring* r) const { return reinterpret_cast<std::uint8_t*>(const_cast<Ring*>(r)) + 128; }
@@ -151,7 +147,6 @@ class Engine final : public Transport {
   std::vector<int> granks_;
   std::chrono::milliseconds timeout_;
   int spin_us_ = 50;
-  std::size_t single_copy_bytes_ = 0;
   std::string name_;
   void* base_ = nullptr;
   std::size_t bytes_ = 0;

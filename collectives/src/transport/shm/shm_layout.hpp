@@ -44,14 +44,6 @@ struct alignas(64) Engine::RankCtl {
   std::atomic<std::uint32_t> busy;   // 1 while inside the call
   std::atomic<std::uint32_t> state;  // 1: destroyed its communicator
   std::atomic<std::int32_t> pid;
-  // Single-copy allreduce (shm_single_copy.cpp): whether this rank reaches every peer's memory
-  // (0: not tried yet, 1: yes, 2: no), the current call's buffer addresses, and where this rank
-  // sees its own pid word (a peer reading it there proves the pid names this very process).
-  std::atomic<std::uint32_t> cma;
-  std::uint32_t pad1;
-  std::atomic<std::uint64_t> cma_send;
-  std::atomic<std::uint64_t> cma_recv;
-  std::atomic<std::uint64_t> cma_self;
   // Point-to-point line: the doorbell peers ring when they change one of this rank's rings (a
   // message or free space for it), the futex word it sleeps on; and what it is doing, for messages.
   alignas(64) std::atomic<std::uint32_t> bell;
