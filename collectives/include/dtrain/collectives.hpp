@@ -11,6 +11,14 @@
 //   int next = pipe.rank() + 1 < pipe.size() ? pipe.rank() + 1 : dtrain::proc_null;
 //   pipe.sendrecv(std::span<const double>(act), next, std::span<double>(grad), next);  // 1F1B step
 //   auto halves = comm.split(comm.rank() % 2, comm.rank());          // MPI_Comm_split
+//
+//   dtrain_config_t cfg = DTRAIN_CONFIG_INITIALIZER;  // since 0.3: through a framework's own store
+//   cfg.rank = r; cfg.size = n; cfg.store = &my_store;
+//   dtrain::Communicator group(cfg);
+//   dtrain_op_t scaled = group.premul_sum(1.0 / n);   // sum of x / n
+//   group.allreduce(std::span<float>(grad), scaled);
+//   group.alltoall(std::span<const int>(out), std::span<int>(in));
+//   int from = group.recv_any(std::span<double>(msg), /*tag=*/3);
 #ifndef DTRAIN_COLLECTIVES_HPP
 #define DTRAIN_COLLECTIVES_HPP
 
@@ -59,6 +67,8 @@ constexpr dtrain_dtype_t dtype_of() {
   else if constexpr (std::is_same_v<U, bfloat16>) return DTRAIN_BFLOAT16;
   else if constexpr (std::is_same_v<U, float>) return DTRAIN_FLOAT32;
   else if constexpr (std::is_same_v<U, double>) return DTRAIN_FLOAT64;
+  else if constexpr (std::is_same_v<U, bool> && sizeof(bool) == 1) return DTRAIN_BOOL;
+  else if constexpr (std::is_same_v<U, std::int16_t>) return DTRAIN_INT16;
   else static_assert(sizeof(T) == 0, "dtrain: unsupported element type");
 }
 
@@ -70,6 +80,8 @@ class Communicator {
   // From the environment (RANK, WORLD_SIZE, DTRAIN_STORE_ADDR, ... as `dtrain launch` sets them).
   Communicator() { check(dtrain_comm_init_from_env(&comm_)); }
   explicit Communicator(const dtrain_init_options_t& options) { check(dtrain_comm_init(&options, &comm_)); }
+  // Since 0.3: through the caller's store (dtrain_comm_init_config; start from DTRAIN_CONFIG_INITIALIZER).
+  explicit Communicator(const dtrain_config_t& config) { check(dtrain_comm_init_config(&config, &comm_)); }
   // Takes ownership of a handle from the C ABI (NULL gives an empty communicator).
   static Communicator adopt(dtrain_comm_t comm) noexcept { return Communicator(comm, Adopt{}); }
   // This rank's tensor, pipeline or data group from the layout `dtrain launch` puts in the
@@ -125,6 +137,43 @@ class Communicator {
   }
   void barrier() { check(dtrain_barrier(comm_)); }
 
+  // Since 0.3. The deadline of later calls (<= 0: the one the communicator was made with).
+  void set_timeout(double seconds) { check(dtrain_comm_set_timeout(comm_, seconds)); }
+  // A premultiplied-sum op of this communicator (every rank creates its ops in the same order);
+  // destroy_op frees it.
+  dtrain_op_t premul_sum(double scale) {
+    dtrain_op_t op{};
+    check(dtrain_redop_create_premul_sum(comm_, scale, &op));
+    return op;
+  }
+  void destroy_op(dtrain_op_t op) { check(dtrain_redop_destroy(comm_, op)); }
+  void reduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root,
+              void* stream = nullptr) {
+    check(dtrain_reduce(comm_, send, recv, count, dtype, op, root, stream));
+  }
+  void gather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int root,
+              void* stream = nullptr) {
+    check(dtrain_gather(comm_, send, recv, sendcount, dtype, root, stream));
+  }
+  void scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype, int root,
+               void* stream = nullptr) {
+    check(dtrain_scatter(comm_, send, recv, recvcount, dtype, root, stream));
+  }
+  void alltoall(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, void* stream = nullptr) {
+    check(dtrain_alltoall(comm_, send, recv, count, dtype, stream));
+  }
+  void alltoallv(const void* send, const std::size_t* sendcounts, const std::size_t* sdispls, void* recv,
+                 const std::size_t* recvcounts, const std::size_t* rdispls, dtrain_dtype_t dtype,
+                 void* stream = nullptr) {
+    check(dtrain_alltoallv(comm_, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, stream));
+  }
+  // Returns the rank the message came from.
+  int recv_any(void* buf, std::size_t count, dtrain_dtype_t dtype, int tag = 0) {
+    int source = -1;
+    check(dtrain_recv_any(comm_, buf, count, dtype, tag, &source, nullptr));
+    return source;
+  }
+
   // MPI_Comm_split (collective): ranks of one color >= 0 form a new communicator ordered by key,
   // ties by rank; DTRAIN_UNDEFINED gives an empty one.
   Communicator split(int color, int key) const {
@@ -176,6 +225,41 @@ class Communicator {
       throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "reduce_scatter: send must hold size() * recv.size() elements");
     reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of<T>(), op);
   }
+  // Since 0.3. reduce: recv is used on the root only (an empty span elsewhere).
+  template <class T>
+  void reduce(std::span<const T> send, std::span<T> recv, int root, dtrain_op_t op = DTRAIN_SUM) {
+    if (rank() == root && recv.size() != send.size())
+      throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "reduce: span sizes differ at the root");
+    reduce(send.data(), recv.data(), send.size(), dtype_of<T>(), op, root);
+  }
+  // gather: recv (root only) holds size() * send.size() elements.
+  template <class T>
+  void gather(std::span<const T> send, std::span<T> recv, int root) {
+    if (rank() == root && recv.size() != send.size() * static_cast<std::size_t>(size()))
+      throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "gather: recv must hold size() * send.size() elements at the root");
+    gather(send.data(), recv.data(), send.size(), dtype_of<T>(), root);
+  }
+  // scatter: send (root only) holds size() * recv.size() elements.
+  template <class T>
+  void scatter(std::span<const T> send, std::span<T> recv, int root) {
+    if (rank() == root && send.size() != recv.size() * static_cast<std::size_t>(size()))
+      throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "scatter: send must hold size() * recv.size() elements at the root");
+    scatter(send.data(), recv.data(), recv.size(), dtype_of<T>(), root);
+  }
+  // alltoall: both hold size() blocks of equal length.
+  template <class T>
+  void alltoall(std::span<const T> send, std::span<T> recv) {
+    const auto n = static_cast<std::size_t>(size());
+    if (send.size() != recv.size() || send.size() % n != 0)
+      throw coll_error(DTRAIN_ERR_INVALID_ARGUMENT, "alltoall: send and recv must hold size() equal blocks");
+    alltoall(send.data(), recv.data(), send.size() / n, dtype_of<T>());
+  }
+  template <class T>
+  int recv_any(std::span<T> buf, int tag = 0) {
+    static_assert(!std::is_const_v<T>, "dtrain: recv_any needs a writable span");
+    return recv_any(buf.data(), buf.size(), dtype_of<T>(), tag);
+  }
+
   template <class T>
   void send(std::span<T> buf, int peer, int tag = 0) {
     send(buf.data(), buf.size(), dtype_of<T>(), peer, tag);
