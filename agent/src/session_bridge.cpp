@@ -34,9 +34,9 @@ std::string late_message(int code, const std::string& reason) {
 std::string failure_message(const WorkerExit& w) {
   constexpr std::size_t kLineMax = 240, kTotalMax = 2400;
   std::string out = fmt::format("local rank {}, pid {}", w.local_rank, w.pid);
-  if (w.peer_failure)
-    out += *w.peer_failure >= 0 ? fmt::format(" (its collectives saw rank {} fail)", *w.peer_failure)
-                                : std::string(" (its collectives saw a peer fail)");
+  if (w.peer_failure)  // rdzv::kSawPeerFail: the rendezvous and the other nodes read it
+    out += *w.peer_failure >= 0 ? fmt::format(" {}rank {} fail)", rdzv::kSawPeerFail, *w.peer_failure)
+                                : fmt::format(" {}a peer fail)", rdzv::kSawPeerFail);
   Evidence ev = evidence_of(w);
   if (ev.lines.empty()) return out;
   auto cut = [&](const std::string& l) { return l.size() > kLineMax ? l.substr(0, kLineMax) + "..." : l; };
@@ -56,7 +56,7 @@ std::string failure_message(const WorkerExit& w) {
 
 std::optional<int> reported_peer_failure(const std::string& message) {
   std::string head = message.substr(0, message.find('\n'));
-  auto at = head.find("(its collectives saw ");
+  auto at = head.find(rdzv::kSawPeerFail);
   if (at == std::string::npos) return std::nullopt;
   int rank = -1;
   if (std::sscanf(head.c_str() + at, "(its collectives saw rank %d fail)", &rank) == 1) return rank;
@@ -65,7 +65,7 @@ std::optional<int> reported_peer_failure(const std::string& message) {
 
 std::optional<rdzv::Event> agreed_root(const std::vector<rdzv::Event>& failures) {
   for (const auto& e : failures)
-    if (e.signal != 0 || !reported_peer_failure(e.message)) return e;
+    if (!rdzv::saw_peer_fail(e)) return e;
   return std::nullopt;
 }
 

@@ -27,6 +27,11 @@ struct Reader {
 
 }  // namespace
 
+bool saw_peer_fail(const Event& e) {
+  if (e.kind != "failure" || e.rank < 0 || e.signal != 0) return false;
+  return std::string_view(e.message).substr(0, e.message.find('\n')).find(kSawPeerFail) != std::string_view::npos;
+}
+
 std::string describe_event(const Event& e) {
   std::string where = e.host.empty() ? fmt::format("node {}", e.node) : fmt::format("node {} ({})", e.node, e.host);
   if (e.kind == "lost") return fmt::format("{} lost: {}", where, e.message);

@@ -4,6 +4,7 @@
 
 #include <csignal>
 
+#include "event_log.hpp"
 #include "job_machine.hpp"
 #include "session_bridge.hpp"
 
@@ -69,6 +70,23 @@ TEST_SUITE("agent::root_cause") {
     CHECK(reported_peer_failure("local rank 0, pid 1 (its collectives saw a peer fail)") == -1);
     CHECK_FALSE(reported_peer_failure(kKilled.message));
     CHECK_FALSE(reported_peer_failure("local rank 0, pid 1; last lines of its stderr:\n    | (its collectives saw rank 2 fail)"));
+  }
+
+  TEST_CASE("the rendezvous's root cause (dtrain status --rdzv) is the one the agents agree on") {
+    rdzv::EventLog log(0);
+    CHECK(log.root_cause() == nullptr);
+    log.append(rdzv::EventKind::failure, kSaw);
+    CHECK(log.root_cause()->rank == 1);  // nothing better yet
+    log.append(rdzv::EventKind::failure, kKilled);
+    CHECK(log.root_cause()->rank == 3);
+    CHECK(log.events().front().root_cause);  // the first fatal event still ended the generation
+    rdzv::EventLog other(0);
+    rdzv::Event plain = failure(1, 1, 2, 3, 0, "local rank 0, pid 5");
+    other.append(rdzv::EventKind::failure, plain);
+    other.append(rdzv::EventKind::failure, kKilled);
+    CHECK(other.root_cause()->rank == 2);
+    CHECK(rdzv::saw_peer_fail(kSaw));
+    CHECK_FALSE(rdzv::saw_peer_fail(kKilled));
   }
 
   TEST_CASE("a node whose own rank only saw a peer die waits for that peer's report, then names it") {

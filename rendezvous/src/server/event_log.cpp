@@ -28,9 +28,17 @@ const Event* EventLog::first_after(std::int64_t after) const {
 }
 
 const Event* EventLog::root_cause() const {
+  const Event* first = nullptr;
   for (const auto& e : events_)
-    if (e.root_cause) return &e;
-  return nullptr;
+    if (e.root_cause) {
+      first = &e;
+      break;
+    }
+  // a failure that only saw a peer fail yields to the first failure of its own, as the agents agree
+  if (first == nullptr || !saw_peer_fail(*first)) return first;
+  for (const auto& e : events_)
+    if (e.kind == "failure" && e.rank >= 0 && !saw_peer_fail(e)) return &e;
+  return first;
 }
 
 }  // namespace dtrain::rdzv

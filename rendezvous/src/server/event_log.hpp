@@ -23,7 +23,8 @@ class EventLog {
   const Event& append(EventKind kind, Event e);
   // The first event with seq > after, or null.
   const Event* first_after(std::int64_t after) const;
-  // The root cause, or null before any fatal event.
+  // The root cause, or null before any fatal event: the first fatal event, unless that is a worker
+  // failure that only saw a peer fail (saw_peer_fail) and a failure of its own came after it.
   const Event* root_cause() const;
   // True once a fatal event happened: the job is stopping, no further losses are declared.
   bool fatal() const { return fatal_; }

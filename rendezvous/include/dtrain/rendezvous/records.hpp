@@ -3,6 +3,7 @@
 // the server, NodeSession and `dtrain status`. They travel packed (wire::pack) inside value frames.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtrain/rendezvous/store.hpp"
@@ -45,6 +46,13 @@ struct Event {
   std::string message;
   bool root_cause = false;
 };
+
+// How an agent's failure report begins when the failed rank's collectives only saw a peer fail
+// ("local rank 1, pid 812 (its collectives saw rank 3 fail); ..."): such a failure is not the root
+// cause when a failure of a worker of its own follows (agent/src/session_bridge.hpp, agreed_root).
+inline constexpr std::string_view kSawPeerFail = "(its collectives saw ";
+// A worker failure (not killed by a signal) whose report's first line says so.
+bool saw_peer_fail(const Event& e);
 
 // "node 1 (h1): rank 5 exited with code 3: <message>", "node 2 (h2) lost: <message>",
 // "node 1 (h1) interrupted (SIGINT)" (a "stopped" event: where, then its message)
