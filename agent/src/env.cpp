@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/worker_env.hpp"
@@ -24,12 +25,35 @@ void put(EnvMap& env, const char* name, const std::string& value) {
 }
 void put(EnvMap& env, const char* name, std::int64_t value) { put(env, name, std::to_string(value)); }
 
+#ifndef DTRAIN_PYTHON_SITE_FROM_BIN
+#define DTRAIN_PYTHON_SITE_FROM_BIN "python"
+#endif
+// The folder of the `dtrain` Python package that belongs to this dtrain binary: <build>/python next
+// to the build tree's binary, else the install's site folder (DTRAIN_PYTHON_SITE_FROM_BIN, relative
+// to the binary's folder, defined by python/CMakeLists.txt); "" when neither holds the package.
+const std::string& python_package_dir() {
+  static const std::string dir = [] {
+    std::error_code ec;
+    const auto bin = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+    if (ec) return std::string();
+    for (const auto& d : {bin / "python", bin / DTRAIN_PYTHON_SITE_FROM_BIN})
+      if (std::filesystem::exists(d / "dtrain" / "__init__.py", ec)) return d.lexically_normal().string();
+    return std::string();
+  }();
+  return dir;
+}
+
 }  // namespace
 
 EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const EnvContext& ctx,
                   const EnvMap& base) {
   EnvMap env = base;
   for (const auto& [k, v] : plan.spec.env) env[k] = v;
+  // Workers import `dtrain` and `dtrain.torch` with no PYTHONPATH of their own (theirs stays after).
+  if (const std::string& py = python_package_dir(); !py.empty()) {
+    const auto user = env.find("PYTHONPATH");
+    env["PYTHONPATH"] = user == env.end() || user->second.empty() ? py : py + ":" + user->second;
+  }
 
   const int local_world = plan.procs_per_instance;
   put(env, "RANK", r.rank);

@@ -1,0 +1,54 @@
+#include "op_queue.hpp"
+
+#include <stdexcept>
+
+namespace dtrain_torch {
+
+OpQueue::OpQueue(std::function<void(DtrainWork&)> before) : before_(std::move(before)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+OpQueue::~OpQueue() { stop("the process group was destroyed"); }
+
+void OpQueue::push(c10::intrusive_ptr<DtrainWork> work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(!stopping_, "dtrain backend: ", work->name(), " on a process group that is being destroyed");
+    queue_.push_back(std::move(work));
+  }
+  cv_.notify_one();
+}
+
+void OpQueue::stop(const std::string& why) {
+  std::deque<c10::intrusive_ptr<DtrainWork>> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+    left.swap(queue_);
+  }
+  cv_.notify_one();
+  for (auto& w : left) {
+    w->cancel(std::make_exception_ptr(
+        std::runtime_error(std::string("dtrain backend: ") + w->name() + " was not run: " + why)));
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void OpQueue::loop() {
+  // Grad mode is per thread: the ops write into tensors (parameters too) outside autograd here.
+  c10::AutoGradMode no_grad(false);
+  for (;;) {
+    c10::intrusive_ptr<DtrainWork> work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    work->execute(before_);
+  }
+}
+
+}  // namespace dtrain_torch

@@ -1,0 +1,39 @@
+// The thread of one process group: its ops run there one at a time in the order they were issued
+// (every rank issues a group's collectives in one order, so they match), while the caller goes on.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "work.hpp"
+
+namespace dtrain_torch {
+
+class OpQueue {
+ public:
+  // `before` runs before each op on the thread (it sets the op's deadline).
+  explicit OpQueue(std::function<void(DtrainWork&)> before);
+  ~OpQueue();
+  OpQueue(const OpQueue&) = delete;
+  OpQueue& operator=(const OpQueue&) = delete;
+
+  void push(c10::intrusive_ptr<DtrainWork> work);
+  // Lets the running op finish, fails the ops not started yet with `why`, joins the thread.
+  void stop(const std::string& why);
+
+ private:
+  void loop();
+
+  std::function<void(DtrainWork&)> before_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<DtrainWork>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dtrain_torch

@@ -1,0 +1,159 @@
+// ProcessGroupDtrain's data movement: broadcast, allgather (list, _base, coalesced), gather, scatter.
+// Any dtype moves (those dtrain has no name for, as bytes); lists go through one flat buffer.
+#include "optional_abi.hpp"
+#include "process_group.hpp"
+
+namespace dtrain_torch {
+
+namespace {
+
+void check_same(const std::vector<at::Tensor>& ts, const at::Tensor& like, const char* op, const char* what) {
+  for (const auto& t : ts) {
+    check_tensor(t, op);
+    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "dtrain backend: ", op, " takes ",
+                what, " of the input's size and dtype (", like.numel(), " x ", like.scalar_type(), "), got ",
+                t.numel(), " x ", t.scalar_type());
+  }
+}
+
+std::vector<at::Tensor> joined(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> all;
+  for (const auto& l : lists) all.insert(all.end(), l.begin(), l.end());
+  return all;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::broadcast(std::vector<at::Tensor>& tensors,
+                                                             const c10d::BroadcastOptions& opts) {
+  static const char* const op = "broadcast";
+  check_single(tensors, op);
+  check_root(opts.rootRank, op);
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor t = tensors[0];
+  return enqueue(c10d::OpType::BROADCAST, op, tensors, opts.timeout, [this, t, root](DtrainWork&) {
+    Staged s(t);
+    const Span sp = span_of(s.buf, false, op);
+    check(dtrain_broadcast(comm_, sp.ptr, sp.ptr, sp.count, sp.dtype, root, nullptr), op);
+    if (rank_ != root) s.copy_back();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllgatherOptions& opts) {
+  static const char* const op = "all_gather";
+  check_single(inputs, op);
+  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, "dtrain backend: ", op,
+              " takes one list of ", size_, " output tensors");
+  check_same(outputs[0], inputs[0], op, "outputs");
+  at::Tensor in = inputs[0];
+  std::vector<at::Tensor> outs = outputs[0];
+  return enqueue(c10d::OpType::ALLGATHER, op, outs, opts.timeout, [this, in, outs](DtrainWork&) {
+    const at::Tensor src = in.contiguous();
+    at::Tensor flat = flatten(outs, false);
+    const Span sp = span_of(src, false, op);
+    check(dtrain_allgather(comm_, sp.ptr, flat.data_ptr(), sp.count, sp.dtype, nullptr), op);
+    unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                   const c10d::AllgatherOptions& opts) {
+  static const char* const op = "_all_gather_base";
+  check_tensors({output, input}, op);
+  TORCH_CHECK(output.numel() == input.numel() * size_, "dtrain backend: ", op, " takes an output of ", size_,
+              " x the input's elements (", input.numel() * size_, "), got ", output.numel());
+  at::Tensor out = output;
+  at::Tensor in = input;
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, op, {output}, opts.timeout, [this, out, in](DtrainWork&) {
+    const at::Tensor src = in.contiguous();
+    Staged s(out);
+    const Span sp = span_of(src, false, op);
+    check(dtrain_allgather(comm_, sp.ptr, s.buf.data_ptr(), sp.count, sp.dtype, nullptr), op);
+    s.copy_back();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                       std::vector<at::Tensor>& inputs,
+                                                                       const c10d::AllgatherOptions& opts) {
+  static const char* const op = "all_gather_coalesced";
+  TORCH_CHECK(!inputs.empty(), "dtrain backend: ", op, " got no input tensors");
+  check_tensors(inputs, op);
+  TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "dtrain backend: ", op, " takes one output list per rank (",
+              size_, "), got ", outputs.size());
+  for (const auto& l : outputs) {
+    TORCH_CHECK(l.size() == inputs.size(), "dtrain backend: ", op, " takes output lists as long as the input list (",
+                inputs.size(), "), got ", l.size());
+    for (size_t i = 0; i < l.size(); ++i) check_same({l[i]}, inputs[i], op, "outputs");
+  }
+  std::vector<at::Tensor> outs = joined(outputs);
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, op, outs, opts.timeout, [this, inputs, outs](DtrainWork&) {
+    const at::Tensor src = flatten(inputs);
+    at::Tensor flat = flatten(outs, false);
+    const Span sp = span_of(src, false, op);
+    check(dtrain_allgather(comm_, sp.ptr, flat.data_ptr(), sp.count, sp.dtype, nullptr), op);
+    unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::GatherOptions& opts) {
+  static const char* const op = "gather";
+  check_single(inputs, op);
+  check_root(opts.rootRank, op);
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> outs;
+  if (rank_ == root) {
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, "dtrain backend: ", op,
+                " takes one list of ", size_, " output tensors on the root");
+    check_same(outputs[0], inputs[0], op, "outputs");
+    outs = outputs[0];
+  } else {
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "dtrain backend: ", op,
+                " takes output tensors on the root (rank ", root, ") only");
+  }
+  at::Tensor in = inputs[0];
+  return enqueue(c10d::OpType::GATHER, op, outs, opts.timeout, [this, in, outs, root](DtrainWork&) {
+    require(DTRAIN_TORCH_FN(dtrain_gather), op);
+    const at::Tensor src = in.contiguous();
+    const Span sp = span_of(src, false, op);
+    at::Tensor flat = outs.empty() ? at::Tensor() : flatten(outs, false);
+    check(dtrain_gather(comm_, sp.ptr, flat.defined() ? flat.data_ptr() : nullptr, sp.count, sp.dtype, root, nullptr),
+          op);
+    if (flat.defined()) unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::scatter(std::vector<at::Tensor>& outputs,
+                                                           std::vector<std::vector<at::Tensor>>& inputs,
+                                                           const c10d::ScatterOptions& opts) {
+  static const char* const op = "scatter";
+  check_single(outputs, op);
+  check_root(opts.rootRank, op);
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> ins;
+  if (rank_ == root) {
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "dtrain backend: ", op,
+                " takes one list of ", size_, " input tensors on the root");
+    check_same(inputs[0], outputs[0], op, "inputs");
+    ins = inputs[0];
+  } else {
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "dtrain backend: ", op,
+                " takes input tensors on the root (rank ", root, ") only");
+  }
+  at::Tensor out = outputs[0];
+  return enqueue(c10d::OpType::SCATTER, op, outputs, opts.timeout, [this, out, ins, root](DtrainWork&) {
+    require(DTRAIN_TORCH_FN(dtrain_scatter), op);
+    const at::Tensor flat = ins.empty() ? at::Tensor() : flatten(ins);
+    Staged s(out);
+    const Span sp = span_of(s.buf, false, op);
+    check(dtrain_scatter(comm_, flat.defined() ? flat.data_ptr() : nullptr, sp.ptr, sp.count, sp.dtype, root, nullptr),
+          op);
+    s.copy_back();
+  });
+}
+
+}  // namespace dtrain_torch

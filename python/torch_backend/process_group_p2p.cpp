@@ -1,0 +1,63 @@
+// ProcessGroupDtrain's point-to-point ops (send, recv, recv from any source) and barrier.
+#include "optional_abi.hpp"
+#include "process_group.hpp"
+
+namespace dtrain_torch {
+
+namespace {
+
+void check_peer(int peer, int size, int self, const char* op) {
+  TORCH_CHECK(peer >= 0 && peer < size, "dtrain backend: ", op, " peer rank ", peer, " is not in 0 .. ", size - 1);
+  TORCH_CHECK(peer != self, "dtrain backend: ", op, " to or from itself (rank ", self, ")");
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  static const char* const op = "send";
+  check_single(tensors, op);
+  check_peer(dst, size_, rank_, op);
+  at::Tensor t = tensors[0];
+  return enqueue(c10d::OpType::SEND, op, tensors, c10d::kUnsetTimeout, [this, t, dst, tag](DtrainWork&) {
+    const at::Tensor src = t.contiguous();
+    const Span sp = span_of(src, false, op);
+    check(dtrain_send(comm_, sp.ptr, sp.count, sp.dtype, dst, tag, nullptr), op);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  static const char* const op = "recv";
+  check_single(tensors, op);
+  check_peer(src, size_, rank_, op);
+  at::Tensor t = tensors[0];
+  return enqueue(c10d::OpType::RECV, op, tensors, c10d::kUnsetTimeout, [this, t, src, tag](DtrainWork& w) {
+    Staged s(t);
+    const Span sp = span_of(s.buf, false, op);
+    check(dtrain_recv(comm_, sp.ptr, sp.count, sp.dtype, src, tag, nullptr), op);
+    s.copy_back();
+    w.set_source_rank(src);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  static const char* const op = "recv (any source)";
+  check_single(tensors, op);
+  at::Tensor t = tensors[0];
+  return enqueue(c10d::OpType::RECVANYSOURCE, op, tensors, c10d::kUnsetTimeout, [this, t, tag](DtrainWork& w) {
+    require(DTRAIN_TORCH_FN(dtrain_recv_any), op);
+    Staged s(t);
+    const Span sp = span_of(s.buf, false, op);
+    int source = -1;
+    check(dtrain_recv_any(comm_, sp.ptr, sp.count, sp.dtype, tag, &source, nullptr), op);
+    s.copy_back();
+    w.set_source_rank(source);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::barrier(const c10d::BarrierOptions& opts) {
+  static const char* const op = "barrier";
+  return enqueue(c10d::OpType::BARRIER, op, {}, opts.timeout,
+                 [this](DtrainWork&) { check(dtrain_barrier(comm_), op); });
+}
+
+}  // namespace dtrain_torch

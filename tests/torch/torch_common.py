@@ -1,0 +1,172 @@
+"""Helpers of the dtrain-backend tests (tests/torch): start-up (env://, file://, tcp://), skip,
+checks that name the rank, deterministic per-rank data and reference reductions."""
+
+import argparse
+import datetime
+import functools
+import os
+import sys
+import traceback
+import warnings
+
+SKIP = 77
+
+
+def skip(reason):
+    print(f"SKIP: {reason}", flush=True)
+    sys.exit(SKIP)
+
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as e:  # pragma: no cover - depends on the machine
+    skip(f"{sys.executable} cannot import torch ({e})")
+try:
+    import dtrain.torch  # noqa: F401  registers the backend
+except ImportError as e:  # pragma: no cover
+    skip(f"dtrain.torch cannot be imported ({e})")
+
+# torch 1.13 warns that the private and coalesced ops it still routes will be deprecated
+warnings.filterwarnings("ignore", message=".*(deprecated|private function).*", category=UserWarning)
+
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+FLOATING = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+INTEGRAL = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--init", default="", help="init_method (file://, tcp://); default env://")
+    p.add_argument("--rank", type=int, default=-1)
+    p.add_argument("--world", type=int, default=-1)
+    p.add_argument("--timeout", type=float, default=120.0, help="the world group's timeout, seconds")
+    return p.parse_args()
+
+
+def init(args):
+    """The default group on backend "dtrain"; returns (rank, world size)."""
+    timeout = datetime.timedelta(seconds=args.timeout)
+    if args.init:
+        dist.init_process_group("dtrain", init_method=args.init, rank=args.rank, world_size=args.world,
+                                timeout=timeout)
+    else:
+        dist.init_process_group("dtrain", timeout=timeout)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _exports():
+    """The names libdtrain_collectives exports, of those the backend binds weakly (DTRAIN_0.3)."""
+    import ctypes
+    import dtrain
+    lib = ctypes.CDLL(dtrain.library_info().path)
+    names = ["dtrain_redop_create_premul_sum", "dtrain_reduce", "dtrain_gather", "dtrain_scatter", "dtrain_alltoall",
+             "dtrain_alltoallv", "dtrain_recv_any"]
+    return {n for n in names if hasattr(lib, n)}
+
+
+class Checks:
+    """Counts checks; a failed one raises AssertionError naming the rank and what differed."""
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.count = 0
+        self.gloo = 0
+        self.exports = _exports()
+        self.not_run = set()
+
+    def has(self, *names):
+        """Whether the library exports these entry points; the checks that need a missing one are
+        reported as not run."""
+        missing = [n for n in names if n not in self.exports]
+        self.not_run.update(missing)
+        return not missing
+
+    def true(self, cond, what):
+        self.count += 1
+        if not cond:
+            raise AssertionError(f"rank {self.rank}: {what}")
+
+    def equal(self, got, want, what, tol=None):
+        self.count += 1
+        ok = got.dtype == want.dtype and got.shape == want.shape
+        if ok and tol is None:
+            ok = torch.equal(got, want)
+        elif ok:
+            ok = torch.allclose(got.to(torch.complex128 if got.is_complex() else torch.float64),
+                                want.to(torch.complex128 if want.is_complex() else torch.float64), rtol=tol, atol=tol)
+        if not ok:
+            raise AssertionError(f"rank {self.rank}: {what}:\n got  {got}\n want {want}")
+
+    def raises(self, fn, words, what):
+        """fn() raises an exception whose text has every word of `words`."""
+        self.count += 1
+        try:
+            fn()
+        except Exception as e:  # the backend's errors arrive as RuntimeError
+            text = str(e)
+            missing = [w for w in words if w not in text]
+            if missing:
+                raise AssertionError(f"rank {self.rank}: {what}: the error lacks {missing}: {text}") from e
+            return text
+        raise AssertionError(f"rank {self.rank}: {what}: no error")
+
+
+def data(rank, dtype, n=7, shape=None):
+    """Rank `rank`'s integer-valued test tensor: exact in every dtype, small enough for products."""
+    base = torch.arange(n, dtype=torch.int64)
+    if dtype == torch.bool:
+        t = (base + rank) % 3 == 0
+    else:
+        v = (base + 3 * rank) % 5 + 1  # 1 .. 5
+        if dtype in (torch.int8, torch.int16, torch.int32, torch.int64):
+            v = v - 2  # -1 .. 3
+        t = v.to(torch.float64)
+        if dtype.is_complex:
+            t = torch.complex(t, t - 1)
+        t = t.to(dtype)
+    return t.reshape(shape) if shape is not None else t
+
+
+def reference(op, tensors, dtype, factor=None):
+    """What reducing `tensors` (one per rank) with ReduceOp `op` gives, computed wide, in `dtype`."""
+    R = dist.ReduceOp
+    if dtype == torch.bool:
+        x = [t.clone() for t in tensors]
+        fold = {R.SUM: torch.logical_or, R.MAX: torch.logical_or, R.BOR: torch.logical_or,
+                R.PRODUCT: torch.logical_and, R.MIN: torch.logical_and, R.BAND: torch.logical_and,
+                R.BXOR: torch.logical_xor}[op]
+        return functools.reduce(fold, x)
+    wide = torch.complex128 if dtype.is_complex else (torch.float64 if dtype.is_floating_point else torch.int64)
+    x = torch.stack([t.to(wide) for t in tensors])
+    if isinstance(op, str):  # "premul" (ReduceOp's == takes ReduceOps only)
+        return (x * factor).sum(0).to(dtype)
+    if op == R.SUM:
+        out = x.sum(0)
+    elif op == R.AVG:
+        out = x.sum(0) / len(tensors)
+    elif op == R.PRODUCT:
+        out = x.prod(0)
+    elif op == R.MIN:
+        out = x.amin(0)
+    elif op == R.MAX:
+        out = x.amax(0)
+    else:
+        fold = {R.BAND: torch.bitwise_and, R.BOR: torch.bitwise_or, R.BXOR: torch.bitwise_xor}[op]
+        out = functools.reduce(fold, list(x))
+    if dtype == torch.uint8:
+        out = out % 256
+    return out.to(dtype)
+
+
+def run_main(main):
+    """Runs main(); a failure prints its traceback and exits 1 (the launcher reports the rank)."""
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)
