@@ -82,6 +82,7 @@ void Communicator::start(Group g) {
   key_prefix_ = g.key_prefix;
   sent_.assign(members_.size(), 0);
   received_.assign(members_.size(), 0);
+  parked_.assign(members_.size(), {});
   TransportOptions o;
   o.members = std::move(g.members);
   o.rank = g.rank;

@@ -181,6 +181,12 @@ class Communicator {
   // The next message of a collective to or from `peer` (comm_exchange.cpp): tagged coll_tag(), by
   // the call's deadline.
   P2pMsg coll_msg(const OpDesc& d, int peer, bool sending, const void* buf, std::size_t count);
+  // Before a collective receives from `peer`: takes the user's messages that come first in that
+  // pair's stream into parked_ (comm_exchange.cpp), so messages and collectives stay separate
+  // streams as for the other collectives; the user's receives take parked messages first.
+  void park_user_messages(const OpDesc& d, int peer);
+  // A receive from a parked message (comm_p2p.cpp): the same checks as any receive.
+  void from_parked(const P2pMsg& m);
   void pairwise(const OpDesc& d, const void* send, const std::size_t* scounts, const std::size_t* sdispls, void* recv,
                 const std::size_t* rcounts, const std::size_t* rdispls, std::size_t esz);
   // point-to-point (comm_p2p.cpp)
@@ -206,6 +212,7 @@ class Communicator {
   std::uint64_t splits_ = 0;
   std::vector<std::uint64_t> sent_, received_;  // point-to-point messages per peer
   std::deque<Queued> self_;
+  std::vector<std::deque<Queued>> parked_;  // per peer: user messages a collective met first
   int any_next_ = 0;  // the peer recv_any looks at first (round robin)
   std::map<int, double> premul_;  // premultiplied-sum handle -> scale
   int next_premul_ = kFirstPremul;

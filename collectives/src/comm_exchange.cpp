@@ -3,6 +3,9 @@
 // counts or roots get DTRAIN_ERR_MISMATCH naming both) and its point-to-point sendrecv (whose
 // messages carry a reserved negative tag naming the op and root, coll_tag(), and are checked by the
 // receiver against its own description, so uneven alltoallv splits that disagree are a mismatch too).
+// Those messages share each pair's ordered stream with the user's point-to-point messages: before a
+// receive, the user's messages at the head of the stream are parked (park_user_messages) for the
+// user's later receives, so a message sent before a collective may still be received after it.
 //   reduce     the transport's allreduce with the reduce's fingerprint, into recv on the root and a
 //              scratch buffer elsewhere (premultiplied sums scale first, as allreduce does)
 //   gather     linear: every rank sends its block to the root, which receives them in rank order
@@ -32,6 +35,27 @@ const std::uint8_t* at(const void* base, std::size_t elems, std::size_t esz) {
 }  // namespace
 
 int coll_tag(OpKind kind, int root) { return -1 - (static_cast<int>(kind) + 256 * root); }
+
+void Communicator::park_user_messages(const OpDesc& d, int peer) {
+  for (;;) {
+    std::uint64_t fp0 = 0, fp1 = 0;
+    if (transport_->peek(peer, fp0, fp1) != Transport::kMessage) return;
+    const auto tag = static_cast<int>(static_cast<std::uint32_t>(fp1 >> 32));
+    if (tag < 0) return;  // a collective's message: the one this call receives next
+    P2pMsg m;
+    m.peer = peer;
+    m.d.seq = ++received_[static_cast<std::size_t>(peer)];
+    m.d.tag = tag;
+    m.d.count = fp0;
+    m.d.dtype = static_cast<dtrain_dtype_t>(fp1 & 0xff);
+    m.d.device = ((fp1 >> 8) & 0xff) != 0;
+    m.d.deadline = d.deadline;
+    Queued q{m.d, std::vector<std::uint8_t>(m.d.bytes())};
+    m.dst = q.bytes.data();
+    transport_->sendrecv(nullptr, &m);
+    parked_[static_cast<std::size_t>(peer)].push_back(std::move(q));
+  }
+}
 
 P2pMsg Communicator::coll_msg(const OpDesc& d, int peer, bool sending, const void* buf, std::size_t count) {
   P2pMsg m;
@@ -79,6 +103,7 @@ void Communicator::gather(const void* send, void* recv, std::size_t count, dtrai
     if (own != send && count != 0) std::memmove(own, send, count * esz);
     for (int r = 0; r < size(); ++r) {
       if (r == rank_) continue;
+      park_user_messages(d, r);
       const P2pMsg m = coll_msg(d, r, false, at(recv, static_cast<std::size_t>(r) * count, esz), count);
       transport_->sendrecv(nullptr, &m);
     }
@@ -93,6 +118,7 @@ void Communicator::scatter(const void* send, void* recv, std::size_t count, dtra
   run(&d, [&] {
     transport_->barrier(d);
     if (rank_ != root) {
+      park_user_messages(d, root);
       const P2pMsg m = coll_msg(d, root, false, recv, count);
       transport_->sendrecv(nullptr, &m);
       return;
@@ -157,6 +183,7 @@ void Communicator::pairwise(const OpDesc& d, const void* send, const std::size_t
   if (scounts[me] != 0) std::memmove(at(recv, rdispls[me], esz), at(send, sdispls[me], esz), scounts[me] * esz);
   for (int k = 1; k < n; ++k) {
     const auto to = static_cast<std::size_t>((r + k) % n), from = static_cast<std::size_t>((r - k + n) % n);
+    park_user_messages(d, static_cast<int>(from));
     const P2pMsg out = coll_msg(d, static_cast<int>(to), true, at(send, sdispls[to], esz), scounts[to]);
     const P2pMsg in = coll_msg(d, static_cast<int>(from), false, at(recv, rdispls[from], esz), rcounts[from]);
     transport_->sendrecv(&out, &in);

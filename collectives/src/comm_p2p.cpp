@@ -59,6 +59,20 @@ void Communicator::from_self(const P2pMsg& m) {
   self_.pop_front();
 }
 
+void Communicator::from_parked(const P2pMsg& m) {
+  auto& box = parked_[static_cast<std::size_t>(m.peer)];
+  const Queued& q = box.front();
+  if (q.d.fp0() != m.d.fp0() || q.d.fp1() != m.d.fp1())
+    throw CollError(DTRAIN_ERR_MISMATCH,
+                    fmt::format("mismatched point-to-point calls: recv {} from rank {} on rank {} does not match "
+                                "rank {}'s send {} to rank {} (messages between two ranks are matched in order; "
+                                "tag, count and dtype must agree)",
+                                m.d.text(), world_rank(m.peer), world_rank(rank_), world_rank(m.peer), q.d.text(),
+                                world_rank(rank_)));
+  if (m.d.bytes()) std::memcpy(m.dst, q.bytes.data(), m.d.bytes());
+  box.pop_front();
+}
+
 void Communicator::sendrecv(const P2pArgs* send, const P2pArgs* recv) {
   check_usable();
   if (send != nullptr) check_p2p(*send, "send");
@@ -70,14 +84,23 @@ void Communicator::sendrecv(const P2pArgs* send, const P2pArgs* recv) {
                     fmt::format("recv from rank {} (itself, tag {}): no message to itself is waiting, so it could "
                                 "never arrive; send to itself first (a send to itself never blocks)",
                                 world_rank(rank_), recv->tag));
+  // A message a collective parked was numbered then: it keeps its number.
+  const bool parked_in = recv != nullptr && !self_in && !parked_[static_cast<std::size_t>(recv->peer)].empty();
   P2pMsg out, in;
   if (send != nullptr) out = message(*send, true);
-  if (recv != nullptr) in = message(*recv, false);
+  if (recv != nullptr) {
+    in = message(*recv, false);
+    if (parked_in) {
+      --received_[static_cast<std::size_t>(recv->peer)];
+      in.d.seq = parked_[static_cast<std::size_t>(recv->peer)].front().d.seq;
+    }
+  }
   run(nullptr, [&] {
     if (self_out) to_self(out);
     if (self_in) from_self(in);
+    if (parked_in) from_parked(in);
     const P2pMsg* o = send != nullptr && !self_out ? &out : nullptr;
-    const P2pMsg* i = recv != nullptr && !self_in ? &in : nullptr;
+    const P2pMsg* i = recv != nullptr && !self_in && !parked_in ? &in : nullptr;
     if (o != nullptr || i != nullptr) transport_->sendrecv(o, i);
   });
 }

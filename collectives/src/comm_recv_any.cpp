@@ -31,6 +31,12 @@ int Communicator::recv_any(void* buf, std::size_t count, dtrain_dtype_t dtype, i
     sendrecv(nullptr, &a);
     return rank_;
   }
+  for (int p = 0; p < size(); ++p)  // one a collective parked
+    if (!parked_[static_cast<std::size_t>(p)].empty() && parked_[static_cast<std::size_t>(p)].front().d.tag == tag) {
+      a.peer = p;
+      sendrecv(nullptr, &a);
+      return p;
+    }
   const int n = size();
   const auto start = Clock::now(), deadline = start + cfg_.timeout;
   auto sleep = std::chrono::microseconds(0);
@@ -42,6 +48,7 @@ int Communicator::recv_any(void* buf, std::size_t count, dtrain_dtype_t dtype, i
         const int p = (any_next_ + k) % n;
         if (p == rank_) continue;
         std::uint64_t fp0 = 0, fp1 = 0;
+        if (!parked_[static_cast<std::size_t>(p)].empty()) continue;  // its next message is a parked one
         const Transport::Peek got = transport_->peek(p, fp0, fp1);
         if (got == Transport::kMessage && tag_of(fp1) == tag) found = p;
         if (got == Transport::kGone) gone.push_back(world_rank(p));

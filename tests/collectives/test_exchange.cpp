@@ -244,6 +244,53 @@ TEST_SUITE("collectives::exchange") {
     }
   }
 
+  TEST_CASE("a message sent before gather, scatter or alltoall is received after it") {
+    for (const World& w : {worlds(3)[0], worlds(3)[1], worlds(4)[2]}) {
+      CAPTURE(where(w));
+      std::vector<std::string> wrong(static_cast<std::size_t>(w.size));
+      auto errors = run_ranks(w, [&](Communicator& c, int r) {
+        const int n = c.size();
+        std::string& bad = wrong[static_cast<std::size_t>(r)];
+        std::vector<int> msg(100, r), got(100);
+        // Every rank sends one message to each other rank first (two tags), then the collectives.
+        for (int q = 0; q < n; ++q) {
+          if (q == r) continue;
+          P2pArgs a;
+          a.src = msg.data();
+          a.count = q % 2 ? 100 : 3;
+          a.dtype = DTRAIN_INT32;
+          a.peer = q;
+          a.tag = 10 + q;
+          c.sendrecv(&a, nullptr);
+        }
+        std::vector<int> one(2, r), all(2 * static_cast<std::size_t>(n));
+        c.gather(one.data(), all.data(), 2, DTRAIN_INT32, 0);
+        c.scatter(all.data(), one.data(), 2, DTRAIN_INT32, 0);
+        std::vector<int> to(static_cast<std::size_t>(n), r), from(static_cast<std::size_t>(n));
+        c.alltoall(to.data(), from.data(), 1, DTRAIN_INT32);
+        for (int q = 0; q < n; ++q)
+          if (from[static_cast<std::size_t>(q)] != q) bad = "alltoall";
+        for (int q = n - 1; q >= 0; --q) {  // the earlier messages, in another order
+          if (q == r) continue;
+          P2pArgs a;
+          a.dst = got.data();
+          a.count = r % 2 ? 100 : 3;
+          a.dtype = DTRAIN_INT32;
+          a.peer = q;
+          a.tag = 10 + r;
+          c.sendrecv(nullptr, &a);
+          if (got[0] != q || got[a.count - 1] != q) bad = fmt::format("message from {}", q);
+        }
+        c.barrier();
+      });
+      for (int r = 0; r < w.size; ++r) {
+        CAPTURE(r);
+        CHECK(errors[static_cast<std::size_t>(r)] == "");
+        CHECK(wrong[static_cast<std::size_t>(r)] == "");
+      }
+    }
+  }
+
   TEST_CASE("bad arguments are refused before anything is sent") {
     World w;
     w.size = 1;
