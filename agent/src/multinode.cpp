@@ -38,6 +38,7 @@ void report_end(AgentResult r, const std::optional<rdzv::Event>& root, int code,
   }
   adopt_root_cause(r, cause, code);
   if (said) {
+    if (r.reason.empty()) r.reason = "the job failed after this node's workers finished";
     write_summary(r, -1, json_path);
     return;
   }
