@@ -71,7 +71,8 @@ void register_launch(CLI::App& app, Runner& run, const ProgramWords& words) {
   sub->footer(
       "After JOB.json, arguments after -- are appended to the job's command; without a job file, the first word "
       "that is not an option starts the program (a Python script, -m MODULE, --no-python PROG, or -- PROG). "
-      "torchrun's underscore spellings (--nproc_per_node) work too. Exit status: 0 ok; the root-cause worker's "
+      "torchrun's underscore spellings (--nproc_per_node) and PET_<FLAG> variables work too (command line > job "
+      "spec > PET_* > environment). Exit status: 0 ok; the root-cause worker's "
       "exit code, or 128+N for signal N; 2 usage or spec error; 69 node lost; 70 hang (output.hang_timeout_s); 71 out of a local resource (disk, open files, port); "
       "75 rendezvous timeout; 77 token refused; 124 max_runtime_s; 126/127 command not executable/not found; "
       "130/143 interrupted. See dtrain-launch(1).");

@@ -18,7 +18,7 @@ void register_plan(CLI::App& app, Runner& run, const ProgramWords& words) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("plan", "show the computed plan of a job (cluster, ranks, batch), start nothing");
-  sub->footer("Refuses what dtrain launch refuses, with its message and exit status: 2 usage or spec error, 126/127 "
+  sub->footer("Takes every word dtrain launch takes (torchrun's flags, PET_<FLAG> variables). Refuses what dtrain launch refuses, with its message and exit status: 2 usage or spec error, 126/127 "
               "command not executable/not found. See dtrain-plan(1).");
   args->spec.program = &words;
   add_spec_options(sub, args->spec);

@@ -24,7 +24,8 @@ void add_program_options(CLI::App* sub, SpecArgs& args) {
       ->type_name("JOB.json");
   sub->add_flag("-m,--module", args.module, "the program is a Python module, run as python -m MODULE (torchrun's)");
   sub->add_flag("--no-python", args.no_python, "run the program itself, not through the Python interpreter");
-  sub->add_option("--python", args.python, "Python interpreter for a script or module (default: python3 on PATH)")
+  sub->add_option("--python", args.python, "Python interpreter of a script or module, and of a job file's Python command (default: "
+                                       "PYTHON_EXEC, else python3 on PATH)")
       ->type_name("PATH");
   sub->add_flag("--run-path", args.run_path, "run the script by its path (torchrun's; what dtrain always does)");
 }
