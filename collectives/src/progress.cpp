@@ -17,6 +17,13 @@ namespace {
 
 namespace pg = dtrain::progress;
 
+// The page's op numbers are OpKind's (Scope publishes d->kind as is).
+static_assert(static_cast<int>(pg::Op::comm_split) == static_cast<int>(OpKind::comm_split));
+static_assert(static_cast<int>(pg::Op::recv) == static_cast<int>(OpKind::recv));
+static_assert(static_cast<int>(pg::Op::reduce) == static_cast<int>(OpKind::reduce));
+static_assert(static_cast<int>(pg::Op::alltoallv) == static_cast<int>(OpKind::alltoallv));
+static_assert(static_cast<int>(pg::Op::recv_any) == static_cast<int>(OpKind::recv_any));
+
 // The page named by DTRAIN_PROGRESS_FILE, mapped once per process; null without one.
 pg::Page* map_page() {
   const char* path = std::getenv("DTRAIN_PROGRESS_FILE");

@@ -156,7 +156,10 @@ DTRAIN_API int dtrain_version_code(void);
  * `ctx` first and returns DTRAIN_STORE_OK, DTRAIN_STORE_TIMEOUT (get only) or DTRAIN_STORE_ERROR; on
  * an error it may describe it through `error(error_ctx, message)` (NULL-safe to skip). Keys are
  * NUL-terminated text, values bytes. The callbacks are called from the thread that calls the dtrain
- * function, one at a time per communicator, during init and after a failure (to publish the abort).
+ * function, one at a time per communicator: during init, after a failure (to publish the abort) and
+ * when a first device call sets up NCCL; ctx must stay valid until the communicator is destroyed. A
+ * callback's error becomes DTRAIN_ERR_PEER, a get's timeout DTRAIN_ERR_TIMEOUT, each with its message
+ * in dtrain_last_error().
  *   set          stores value under key (replacing it).
  *   get          waits until key exists, at most timeout_ms, then hands its value to value(value_ctx,
  *                bytes, len) once and returns OK; TIMEOUT when the time passed first.
@@ -201,7 +204,9 @@ typedef struct {
   { sizeof(dtrain_config_t), DTRAIN_VERSION_CODE, -1, -1, NULL, 0.0, NULL, NULL, NULL, NULL }
 
 /* A communicator of config->size ranks bootstrapped through config->store: collective over them.
- * Ranks may join in any order; ranks on one host (same `host`) use shared memory, others TCP. */
+ * Ranks may join in any order; ranks on one host (same `host`, in any numbering) use shared memory,
+ * others TCP. A bad config (struct_size below the fields up to `store`, rank/size out of range, a NULL
+ * store or callback, an unknown transport) is DTRAIN_ERR_INVALID_ARGUMENT naming the field. */
 DTRAIN_API dtrain_status_t dtrain_comm_init_config(const dtrain_config_t* config, dtrain_comm_t* comm);
 
 /* The deadline of each later call on comm (a framework's per-op timeout); <= 0 restores the one the
