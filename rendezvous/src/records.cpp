@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "dtrain/rendezvous/wire.hpp"
@@ -14,16 +16,70 @@ using wire::i64_bytes;
 
 Bytes s2b(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
-struct Reader {
-  std::vector<Bytes> f;
-  std::size_t min;
-  Reader(ByteView b, std::size_t min_fields, const char* what) : f(wire::unpack(b)), min(min_fields) {
-    if (f.size() < min) throw wire::ProtocolError(fmt::format("{} record has {} fields, expected {}", what, f.size(), min));
-  }
-  std::int64_t i(std::size_t k) const { return bytes_i64(f[k]); }
-  int i32(std::size_t k) const { return int(bytes_i64(f[k])); }
-  std::string s(std::size_t k) const { return to_string(f[k]); }
-};
+// A record is one packed list of fields, each a member of its struct: integers as i64, text as its
+// bytes, flags as 0/1. Each record's members are listed once (below) and both directions walk that
+// list, so packing and unpacking cannot disagree on an index.
+Bytes field_bytes(const std::string& v) { return s2b(v); }
+Bytes field_bytes(bool v) { return i64_bytes(v ? 1 : 0); }
+template <class I>
+  requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
+Bytes field_bytes(I v) { return i64_bytes(v); }
+
+void field_from(const Bytes& b, std::string& v) { v = to_string(b); }
+void field_from(const Bytes& b, bool& v) { v = bytes_i64(b) != 0; }
+template <class I>
+  requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
+void field_from(const Bytes& b, I& v) { v = static_cast<I>(bytes_i64(b)); }
+
+template <class R, class... M>
+void append_fields(std::vector<Bytes>& out, const R& r, const std::tuple<M R::*...>& members) {
+  std::apply([&](auto... m) { (out.push_back(field_bytes(r.*m)), ...); }, members);
+}
+
+template <class R, class... M>
+Bytes pack_record(const R& r, const std::tuple<M R::*...>& members) {
+  std::vector<Bytes> out;
+  append_fields(out, r, members);
+  return wire::pack(out);
+}
+
+// Reads sizeof...(M) fields from f[first]; the caller checked that they are there.
+template <class R, class... M>
+R read_fields(const std::vector<Bytes>& f, std::size_t first, const std::tuple<M R::*...>& members) {
+  R r{};
+  std::size_t k = first;
+  std::apply([&](auto... m) { (field_from(f[k++], r.*m), ...); }, members);
+  return r;
+}
+
+// The fields of a packed record; ProtocolError when it has fewer than `min`. Later fields are
+// ignored, so a newer peer may append some.
+std::vector<Bytes> fields_of(ByteView b, std::size_t min, const char* what) {
+  std::vector<Bytes> f = wire::unpack(b);
+  if (f.size() < min) throw wire::ProtocolError(fmt::format("{} record has {} fields, expected {}", what, f.size(), min));
+  return f;
+}
+
+template <class R, class... M>
+R unpack_record(ByteView b, const std::tuple<M R::*...>& members, const char* what) {
+  return read_fields<R>(fields_of(b, sizeof...(M), what), 0, members);
+}
+
+const auto kJoinReply = std::make_tuple(&JoinReply::node_rank, &JoinReply::nnodes, &JoinReply::world_size,
+                                        &JoinReply::rank_offset, &JoinReply::slots, &JoinReply::master_addr,
+                                        &JoinReply::master_port);
+const auto kNodeEntry = std::make_tuple(&NodeEntry::node_rank, &NodeEntry::host, &NodeEntry::addr, &NodeEntry::slots,
+                                        &NodeEntry::rank_offset);
+const auto kEvent = std::make_tuple(&Event::seq, &Event::generation, &Event::kind, &Event::node, &Event::host,
+                                    &Event::rank, &Event::exit_code, &Event::signal, &Event::message,
+                                    &Event::root_cause);
+// A run status: these fields, then one packed NodeStatus per node.
+const auto kRunStatus = std::make_tuple(&RunStatus::run_id, &RunStatus::generation, &RunStatus::instances,
+                                        &RunStatus::joined, &RunStatus::world_size, &RunStatus::closed,
+                                        &RunStatus::master_addr, &RunStatus::master_port, &RunStatus::root_cause);
+const auto kNodeStatus = std::make_tuple(&NodeStatus::node_rank, &NodeStatus::host, &NodeStatus::addr,
+                                         &NodeStatus::state, &NodeStatus::slots, &NodeStatus::running,
+                                         &NodeStatus::exited, &NodeStatus::restarts, &NodeStatus::heartbeat_age_ms);
 
 }  // namespace
 
@@ -51,80 +107,26 @@ Event rendezvous_lost(std::string where, std::string message) {
   return e;
 }
 
-Bytes pack_join_reply(const JoinReply& r) {
-  return wire::pack({i64_bytes(r.node_rank), i64_bytes(r.nnodes), i64_bytes(r.world_size), i64_bytes(r.rank_offset),
-                     i64_bytes(r.slots), s2b(r.master_addr), i64_bytes(r.master_port)});
-}
-JoinReply unpack_join_reply(ByteView b) {
-  Reader r(b, 7, "join reply");
-  return {r.i32(0), r.i32(1), r.i32(2), r.i32(3), r.i32(4), r.s(5), r.i32(6)};
-}
+Bytes pack_join_reply(const JoinReply& r) { return pack_record(r, kJoinReply); }
+JoinReply unpack_join_reply(ByteView b) { return unpack_record<JoinReply>(b, kJoinReply, "join reply"); }
 
-Bytes pack_node_entry(const NodeEntry& n) {
-  return wire::pack({i64_bytes(n.node_rank), s2b(n.host), s2b(n.addr), i64_bytes(n.slots), i64_bytes(n.rank_offset)});
-}
-NodeEntry unpack_node_entry(ByteView b) {
-  Reader r(b, 5, "node entry");
-  return {r.i32(0), r.s(1), r.s(2), r.i32(3), r.i32(4)};
-}
+Bytes pack_node_entry(const NodeEntry& n) { return pack_record(n, kNodeEntry); }
+NodeEntry unpack_node_entry(ByteView b) { return unpack_record<NodeEntry>(b, kNodeEntry, "node entry"); }
 
-Bytes pack_event(const Event& e) {
-  return wire::pack({i64_bytes(e.seq), i64_bytes(e.generation), s2b(e.kind), i64_bytes(e.node), s2b(e.host),
-                     i64_bytes(e.rank), i64_bytes(e.exit_code), i64_bytes(e.signal), s2b(e.message),
-                     i64_bytes(e.root_cause ? 1 : 0)});
-}
-Event unpack_event(ByteView b) {
-  Reader r(b, 10, "event");
-  Event e;
-  e.seq = r.i(0);
-  e.generation = r.i(1);
-  e.kind = r.s(2);
-  e.node = r.i32(3);
-  e.host = r.s(4);
-  e.rank = r.i32(5);
-  e.exit_code = r.i32(6);
-  e.signal = r.i32(7);
-  e.message = r.s(8);
-  e.root_cause = r.i(9) != 0;
-  return e;
-}
+Bytes pack_event(const Event& e) { return pack_record(e, kEvent); }
+Event unpack_event(ByteView b) { return unpack_record<Event>(b, kEvent, "event"); }
 
 Bytes pack_run_status(const RunStatus& s) {
-  std::vector<Bytes> f{s2b(s.run_id), i64_bytes(s.generation), i64_bytes(s.instances), i64_bytes(s.joined),
-                       i64_bytes(s.world_size), i64_bytes(s.closed ? 1 : 0), s2b(s.master_addr),
-                       i64_bytes(s.master_port), s2b(s.root_cause)};
-  for (const auto& n : s.nodes)
-    f.push_back(wire::pack({i64_bytes(n.node_rank), s2b(n.host), s2b(n.addr), s2b(n.state), i64_bytes(n.slots),
-                            i64_bytes(n.running), i64_bytes(n.exited), i64_bytes(n.restarts),
-                            i64_bytes(n.heartbeat_age_ms)}));
+  std::vector<Bytes> f;
+  append_fields(f, s, kRunStatus);
+  for (const auto& n : s.nodes) f.push_back(pack_record(n, kNodeStatus));
   return wire::pack(f);
 }
 RunStatus unpack_run_status(ByteView b) {
-  Reader r(b, 9, "run status");
-  RunStatus s;
-  s.run_id = r.s(0);
-  s.generation = r.i(1);
-  s.instances = r.i32(2);
-  s.joined = r.i32(3);
-  s.world_size = r.i32(4);
-  s.closed = r.i(5) != 0;
-  s.master_addr = r.s(6);
-  s.master_port = r.i32(7);
-  s.root_cause = r.s(8);
-  for (std::size_t k = 9; k < r.f.size(); ++k) {
-    Reader n(r.f[k], 9, "node status");
-    NodeStatus ns;
-    ns.node_rank = n.i32(0);
-    ns.host = n.s(1);
-    ns.addr = n.s(2);
-    ns.state = n.s(3);
-    ns.slots = n.i32(4);
-    ns.running = n.i(5);
-    ns.exited = n.i(6);
-    ns.restarts = n.i(7);
-    ns.heartbeat_age_ms = n.i(8);
-    s.nodes.push_back(ns);
-  }
+  constexpr std::size_t head = std::tuple_size_v<decltype(kRunStatus)>;
+  std::vector<Bytes> f = fields_of(b, head, "run status");
+  RunStatus s = read_fields<RunStatus>(f, 0, kRunStatus);
+  for (std::size_t k = head; k < f.size(); ++k) s.nodes.push_back(unpack_record<NodeStatus>(f[k], kNodeStatus, "node status"));
   return s;
 }
 
