@@ -92,8 +92,8 @@ void Agent::Impl::check_progress() {
   if (machine.state() != JobState::running) return;
   auto pages = board.snapshot();
   Diagnosis d = diagnose(pages, progress::now_ns(), opt.hang_timeout_s.value_or(kStuckAfterS));
-  bool used = std::any_of(pages.begin(), pages.end(), [](const RankProgress& r) { return r.page.valid; });
-  if (used && hooks.on_progress) hooks.on_progress(diagnosis_text(d));
+  // published whether or not a rank uses dtrain's collectives: the unseen ones are named as such
+  if (hooks.on_progress) hooks.on_progress(diagnosis_text(d));
   if (!d.hung || !opt.hang_timeout_s) return;
   result.hang = d.lines;
   apply(job::Hung{fmt::format("hang: {} (output.hang_timeout_s {})", d.verdict, *opt.hang_timeout_s)});

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "../cli/run_binary.hpp"
+#include "../multinode/multinode_util.hpp"
 #include "agent_test_util.hpp"
 #include "dtrain/agent/hang.hpp"
 
@@ -97,5 +99,24 @@ TEST_SUITE("agent::status_unseen") {
     CHECK(j["runs"][0]["unseen_ranks"] == nlohmann::json::array({0, 1}));
     ::kill(job, SIGTERM);
     CHECK(wait_child(job, 30) == 143);
+  }
+
+  TEST_CASE("dtrain status --rdzv: each node names the ranks it cannot see into") {
+    mn::Job j(2, 1, "exec sleep 60");
+    mn::Node n0 = j.node(0), n1 = j.node(1);
+    std::string out;
+    bool seen = wait_until([&] {
+      out = dtrain::test::run({DTRAIN_BIN, "status", "--rdzv", fmt::format("127.0.0.1:{}", j.port), "--token-file",
+                               j.t / "token"}).out;
+      return out.find("rank 1: unseen (no dtrain collective call yet)") != std::string::npos &&
+             out.find("rank 0: unseen (no dtrain collective call yet)") != std::string::npos;
+    }, 30);
+    CHECK_MESSAGE(seen, out);
+    CHECK_MESSAGE(out.find("  rank 0: dtrain cannot see into it: no dtrain collective call yet") != std::string::npos, out);
+    CHECK_MESSAGE(out.find("  rank 1: dtrain cannot see into it: no dtrain collective call yet") != std::string::npos, out);
+    ::kill(n0.pid, SIGTERM);
+    CHECK(mn::finish(n0, 30) == 143);
+    CHECK(mn::finish(n1, 30) == 143);
+    CHECK(j.no_workers_left());
   }
 }
