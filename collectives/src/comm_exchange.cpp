@@ -50,6 +50,7 @@ void Communicator::park_user_messages(const OpDesc& d, int peer) {
     m.d.dtype = static_cast<dtrain_dtype_t>(fp1 & 0xff);
     m.d.device = ((fp1 >> 8) & 0xff) != 0;
     m.d.deadline = d.deadline;
+    m.d.timeout = d.timeout();
     Queued q{m.d, std::vector<std::uint8_t>(m.d.bytes())};
     m.dst = q.bytes.data();
     transport_->sendrecv(nullptr, &m);
@@ -67,6 +68,7 @@ P2pMsg Communicator::coll_msg(const OpDesc& d, int peer, bool sending, const voi
   m.d.count = count;
   m.d.dtype = d.dtype;
   m.d.deadline = d.deadline;
+  m.d.timeout = d.timeout();
   return m;
 }
 

@@ -36,6 +36,7 @@ P2pMsg Communicator::message(const P2pArgs& a, bool sending) {
   m.d.dtype = a.dtype;
   m.d.device = a.device;
   m.d.deadline = coarse_now() + cfg_.timeout;
+  m.d.timeout = cfg_.timeout;
   return m;
 }
 

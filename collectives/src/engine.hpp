@@ -48,6 +48,9 @@ struct OpDesc {
   Clock::time_point start{};     // when the call began (coarse_now())
   Clock::time_point deadline{};  // start + the communicator's timeout
 
+  // The deadline's length, for messages (dtrain_comm_set_timeout may change it between calls).
+  std::chrono::milliseconds timeout() const { return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start); }
+
   std::uint64_t fp0() const { return count; }
   std::uint64_t fp1() const {
     return static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(dtype) << 8) |
@@ -81,6 +84,7 @@ struct P2pDesc {
   dtrain_dtype_t dtype = DTRAIN_UINT8;
   bool device = false;
   Clock::time_point deadline{};
+  std::chrono::milliseconds timeout{0};  // the deadline's length, for messages
 
   std::size_t bytes() const;
   std::uint64_t fp0() const { return count; }

@@ -278,6 +278,8 @@ TEST_SUITE("collectives::init_config") {
         const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         stage = 2;
         if (st != DTRAIN_ERR_TIMEOUT) return fmt::format("short deadline: status {}", static_cast<int>(st));
+        if (std::string(dtrain_last_error()).find("after 0.5 s") == std::string::npos)
+          return std::string("the message does not give the deadline set: ") + dtrain_last_error();
         if (took > 20) return fmt::format("short deadline: took {} s", took);
         return "";
       }

@@ -275,7 +275,7 @@ void Engine::p2p_check(P2pOut& o, P2pIn& i) {
                            o.total ? o.total : frame_bytes(o.m->d.bytes()));
   const int peer = !i.finished() ? i.m->peer : o.m->peer;
   throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("{} timed out after {} on rank {}: {}; rank {} is {}", p2p_call(o, i),
-                                                  seconds_text(timeout_), granks_[me_], waiting,
+                                                  seconds_text((!i.finished() ? i.m : o.m)->d.timeout), granks_[me_], waiting,
                                                   granks_[static_cast<std::size_t>(peer)], peer_state(peer)));
 }
 

@@ -129,7 +129,7 @@ void Engine::fail_timeout(const OpDesc& d, const std::function<bool(int)>& arriv
                          arrived ? "" : " (not arrived)");
   }
   throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("{} timed out after {} on rank {}: ranks [{}] never arrived{}",
-                                                  d.text(), seconds_text(timeout_), granks_[me_], missing, where));
+                                                  d.text(), seconds_text(d.timeout()), granks_[me_], missing, where));
 }
 
 void Engine::sync(const OpDesc& d) {

@@ -283,7 +283,7 @@ void Mesh::fail_timeout(const OpDesc& d, int to, int from) {
   } catch (...) {
   }
   throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("{} timed out after {} on rank {}, {}{}", d.text(),
-                                                  seconds_text(timeout_), world(rank_), waiting, where));
+                                                  seconds_text(d.timeout()), world(rank_), waiting, where));
 }
 
 }  // namespace dtrain::coll::tcp

@@ -176,7 +176,7 @@ void Mesh::p2p_timeout(const P2pXfer& x) {
                   fmt::format("{} timed out after {} on rank {}: {}; the connection is open, so the peer is alive "
                               "but busy elsewhere, or blocked itself (two ranks that both send a large message "
                               "to each other before receiving wait on each other: use dtrain_sendrecv)",
-                              p2p_call(x), seconds_text(timeout_), world(rank_), waiting));
+                              p2p_call(x), seconds_text((!x.recv_done ? x.in : x.out)->d.timeout), world(rank_), waiting));
 }
 
 }  // namespace dtrain::coll::tcp
