@@ -2,16 +2,24 @@
 # The CI test run, after scripts/install-deps.sh, in stages: the release build and the whole test
 # suite ("release"); the whole suite again under ASan + UBSan ("asan"); the threaded tests
 # (collectives ranks as threads, the rendezvous server and its clients) under TSan ("tsan"); and
-# each libFuzzer target for a bounded time ("fuzz"). From scratch on 2 cores about 37 minutes:
-# release 12, asan 16, tsan 6, fuzz 3 (a fresh clone, 2026-12-04).
+# each libFuzzer target for a bounded time ("fuzz").
+# Most tests wait (on processes, sockets, timeouts) more than they compute, so while one stage's
+# tests run, the next stage's tree is configured and built beside them at the lowest CPU priority
+# (nice 19): it takes the CPU the tests leave idle and yields it whenever a test wants it.
+# DTRAIN_CI_OVERLAP=0 builds each stage only after the previous one's tests.
+# From scratch on 2 cores before the overlap and the -Og test programs (the release preset sets
+# DTRAIN_TEST_CODE_OPT; tests/CMakeLists.txt):
+# about 37 minutes, release 12, asan 16, tsan 6, fuzz 3 (a fresh clone, 2026-12-04).
 # Any failure, sanitizer report, leak or fuzzer finding fails the run. Each stage's wall time is
 # printed at the end.
 #   DTRAIN_CI_FUZZ_SECONDS  seconds per fuzz target (default 45)
 #   DTRAIN_CI_STAGES        stages to run (default all four: "release asan tsan fuzz")
+#   DTRAIN_CI_OVERLAP       1 (default): build the next stage during this one's tests; 0: do not
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzz_seconds=${DTRAIN_CI_FUZZ_SECONDS:-45}
 stages=${DTRAIN_CI_STAGES:-release asan tsan fuzz}
+overlap=${DTRAIN_CI_OVERLAP:-1}
 # The threaded tests TSan checks (built alone: the rest of the suite runs under ASan): collectives
 # ranks as threads, the rendezvous server with its clients, and multi-node launches (the agent's
 # control thread, session threads and embedded server). Of the ranks-as-threads matrix, the
@@ -25,33 +33,66 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_strin
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
-times=""
-stage() {
-  local name=$1
-  shift
-  echo "== ci: $name"
-  local t0=$SECONDS
-  "$@"
-  times+=$(printf '%-8s %4d s' "$name" $((SECONDS - t0)))$'\n'
-}
-
 # Line tables only (-g1), not full debug info: enough for the sanitizers' and gdb's backtraces, and
 # the builds take about a quarter less CPU (-g's variable tracking at -O2). A tree configured here
 # keeps these flags in its cache; `cmake --preset release --fresh` gives the preset's own again.
 g1=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
     -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1)
 
-release() { cmake --preset release "${g1[@]}" && cmake --build --preset release && ctest --preset release; }
+# Each stage: what it builds, then what it runs.
+build_release() { cmake --preset release "${g1[@]}" && cmake --build --preset release; }
+test_release() { ctest --preset release; }
+build_asan() { cmake --preset asan "${g1[@]}" && cmake --build --preset asan; }
 # Tests labelled "build" check the install tree and builds of user projects against it: they run in
 # the release stage (a consumer built without the sanitizer cannot link an instrumented library).
-asan() { cmake --preset asan "${g1[@]}" && cmake --build --preset asan && ctest --preset asan -LE '^build$'; }
-tsan() {
-  cmake --preset tsan "${g1[@]}" && cmake --build --preset tsan --target "${tsan_targets[@]}" &&
-    ctest --preset tsan -R "$tsan_regex" &&
+test_asan() { ctest --preset asan -LE '^build$'; }
+build_tsan() { cmake --preset tsan "${g1[@]}" && cmake --build --preset tsan --target "${tsan_targets[@]}"; }
+test_tsan() {
+  ctest --preset tsan -R "$tsan_regex" &&
     build/tsan/tests/collectives/test_collectives_comm --test-case='shared memory*'
 }
-fuzz() { cmake --preset fuzz "${g1[@]}" && cmake --build --preset fuzz && bash scripts/fuzz.sh build/fuzz "$fuzz_seconds"; }
+build_fuzz() { cmake --preset fuzz "${g1[@]}" && cmake --build --preset fuzz; }
+test_fuzz() { bash scripts/fuzz.sh build/fuzz "$fuzz_seconds"; }
 
+for s in $stages; do
+  case $s in release | asan | tsan | fuzz) ;; *) echo "ci: unknown stage '$s' (release, asan, tsan, fuzz)" >&2; exit 2 ;; esac
+done
+read -r -a order <<<"$stages"
+
+# The build of stage $1 in the background at nice 19 (in this session, so that nice counts against
+# the tests), a process group of its own, its output in build/ci-$1-build.log.
+bg_pid="" bg_stage="" bg_t0=0
+start_background_build() {
+  mkdir -p build
+  bg_stage=$1 bg_t0=$SECONDS
+  echo "== ci: $1: building beside the tests (nice 19; build/ci-$1-build.log)"
+  set -m
+  (renice -n 19 -p "$BASHPID" >/dev/null && "build_$1") </dev/null >"build/ci-$1-build.log" 2>&1 &
+  bg_pid=$!
+  set +m
+}
+# Waits for the background build of stage $1; its log's end on failure.
+finish_background_build() {
+  if ! wait "$bg_pid"; then
+    tail -n 60 "build/ci-$1-build.log" >&2
+    echo "ci: $1: the build failed; its whole log: build/ci-$1-build.log" >&2
+    exit 1
+  fi
+  echo "== ci: $1: built ($((SECONDS - bg_t0)) s since it started beside the previous stage's tests)"
+  bg_pid="" bg_stage=""
+}
+trap '[ -z "$bg_pid" ] || kill -- "-$bg_pid" 2>/dev/null || true' EXIT
+
+times=""
 t_all=$SECONDS
-for s in $stages; do stage "$s" "$s"; done
+for i in "${!order[@]}"; do
+  s=${order[$i]} next=${order[$((i + 1))]:-}
+  echo "== ci: $s"
+  t0=$SECONDS
+  if [ "$bg_stage" = "$s" ]; then finish_background_build "$s"; else "build_$s"; fi
+  tb=$((SECONDS - t0))
+  [ "$overlap" = 1 ] && [ -n "$next" ] && start_background_build "$next"
+  "test_$s"
+  times+=$(printf '%-8s %4d s  (build or wait for it %d s, tests %d s)' "$s" $((SECONDS - t0)) "$tb" $((SECONDS - t0 - tb)))$'\n'
+done
 printf '\n== ci: wall time per stage\n%s%-8s %4d s\n' "$times" total $((SECONDS - t_all))

@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
-# Installs what dtrain needs to build, test and benchmark, from Debian's archive.
-# Idempotent: packages already present are left alone and nothing is fetched.
+# Installs from Debian's archive what dtrain needs. Idempotent: packages already present are left
+# alone and nothing is fetched.
+#   scripts/install-deps.sh          everything: the build, the whole test suite with its sanitizer
+#                                    and fuzz stages (scripts/ci-test.sh), bench/
+#   scripts/install-deps.sh --demo   only what the demo needs (the README's first command): the
+#                                    compiler, cmake, ninja and the libraries of the dtrain binary
+#                                    and its demo worker (the "demo" preset builds just those two)
 set -euo pipefail
 
+demo_packages=(
+  g++ cmake ninja-build pkg-config
+  libcli11-dev libuv1-dev nlohmann-json3-dev libfmt-dev libssl-dev
+)
 packages=(
-  build-essential cmake ninja-build pkg-config git
-  libcli11-dev libuv1-dev nlohmann-json3-dev libfmt-dev doctest-dev libssl-dev
+  "${demo_packages[@]}"
+  build-essential git doctest-dev
   openmpi-bin libopenmpi-dev   # peer for bench/ and MPI_Allreduce probe
   iproute2 procps util-linux   # network-namespace tests, process checks
   groff-base                   # man page rendering check
   python3 python3-numpy        # the dtrain Python package's tests, examples/python_sgd.py, bench/python
   clang libclang-rt-dev        # libFuzzer targets (fuzz/, the fuzz preset)
   python3-torch                # the torchrun-style launch of a real PyTorch DDP script (tests/examples), gloo peer of bench/run-all.sh
+  libtorch-dev pybind11-dev    # the PyTorch backend's extension (python/torch_backend, cmake/DtrainTorch.cmake)
   python3-matplotlib           # bench/run-all.sh: the busbw-vs-size plot (bench/allreduce-busbw.png)
   libcurl4-openssl-dev         # the etcd rendezvous backend (rendezvous/etcd: etcd's v3 JSON gateway over HTTP/TLS)
   etcd-server etcd-client      # a real etcd (and etcdctl) that the etcd backend's tests start on loopback
+  openssl                      # the etcd tests' TLS certificates (tests/rendezvous/etcd/etcd_server.cpp)
 )
+
+case "${1:-}" in
+  "") ;;
+  --demo) packages=("${demo_packages[@]}") ;;
+  *)
+    echo "install-deps: unknown argument '$1' (no argument: everything; --demo: what the demo needs)" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,5 +1,30 @@
-# Shell helpers of the network-namespace tests (sourced by test_netns*.sh after they set $tmp and
-# $failures): results, exit statuses with a limit, env dumps, and leftovers.
+# Shell helpers of the network-namespace tests (sourced by test_netns*.sh, which set $netns to
+# netns.sh): the hosts brought up and torn down, results, exit statuses with a limit, env dumps, and
+# leftovers.
+
+# netns_begin TAG NAME HOSTS NET_OFFSET: where namespaces cannot be made, prints the reason and exits
+# 77 (skipped); else sets prefix, net, tmp (a scratch folder named NAME-*) and failures, brings up
+# HOSTS hosts (addresses: addr I), and tears them down at exit (the folder kept after a failure or
+# with DTRAIN_TEST_KEEP set).
+netns_begin() {
+  local why
+  if ! why=$(bash "$netns" check 2>&1); then
+    echo "SKIP: network namespaces cannot be made here: $why"
+    exit 77
+  fi
+  prefix="$1$$"
+  net=$((100 + ($$ + $4) % 150))
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/$2-XXXXXX")
+  failures=0
+  trap netns_end EXIT
+  trap 'exit 1' INT TERM
+  bash "$netns" up "$prefix" "$net" "$3" || { echo "FAIL: netns.sh up"; failures=1; exit 1; }
+}
+netns_end() {
+  bash "$netns" down "$prefix" "$net" >/dev/null 2>&1 || true
+  if [ "$failures" -eq 0 ] && [ -z "${DTRAIN_TEST_KEEP:-}" ]; then rm -rf "$tmp"; else echo "kept: $tmp"; fi
+}
+addr() { echo "10.77.$net.$((10 + $1))"; }
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 ok() { echo "ok: $*"; }

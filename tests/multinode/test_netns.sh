@@ -10,29 +10,11 @@ set -uo pipefail
 bin=${1:?usage: test_netns.sh DTRAIN_BIN NETNS_SH}
 netns=${2:?usage: test_netns.sh DTRAIN_BIN NETNS_SH}
 
-if ! why=$(bash "$netns" check 2>&1); then
-  echo "SKIP: network namespaces cannot be made here: $why"
-  exit 77
-fi
-
-prefix="dtm$$"
-net=$((100 + $$ % 150))
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-netns-XXXXXX")
-failures=0
-cleanup() {
-  bash "$netns" down "$prefix" "$net" >/dev/null 2>&1 || true
-  if [ "$failures" -eq 0 ] && [ -z "${DTRAIN_TEST_KEEP:-}" ]; then rm -rf "$tmp"; else echo "kept: $tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-bash "$netns" up "$prefix" "$net" 3 || { echo "FAIL: netns.sh up"; failures=1; exit 1; }
-addr() { echo "10.77.$net.$((10 + $1))"; }
+. "$(dirname "$0")/netns_lib.sh"
+netns_begin dtm dtrain-netns 3 0
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
 chmod 600 "$tmp/token"
-
-. "$(dirname "$0")/netns_lib.sh"
 
 # job NAME PORT SCRIPT: a 3-node spec, one worker per host; workers dump their env to $T/NAME-env-$RANK
 job() {

@@ -17,29 +17,13 @@ netns=${2:?$usage}
 case=${3:?$usage}
 [ "$case" = cut ] || [ "$case" = etcd ] || { echo "$usage" >&2; exit 2; }
 
-if ! why=$(bash "$netns" check 2>&1); then
-  echo "SKIP: network namespaces cannot be made here: $why"
-  exit 77
-fi
 if [ "$case" = etcd ] && { ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; }; then
   echo "SKIP: etcd is not installed (etcd-server, etcd-client; scripts/install-deps.sh)"
   exit 77
 fi
 
-prefix="dte$$"
-net=$((100 + ($$ + 75) % 150))
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-netns-elastic-XXXXXX")
-failures=0
-cleanup() {
-  bash "$netns" down "$prefix" "$net" >/dev/null 2>&1 || true
-  if [ "$failures" -eq 0 ] && [ -z "${DTRAIN_TEST_KEEP:-}" ]; then rm -rf "$tmp"; else echo "kept: $tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
 . "$(dirname "$0")/netns_lib.sh"
-
-bash "$netns" up "$prefix" "$net" 4 || { echo "FAIL: netns.sh up"; failures=1; exit 1; }
-addr() { echo "10.77.$net.$((10 + $1))"; }
+netns_begin dte dtrain-netns-elastic 4 75
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
 chmod 600 "$tmp/token"

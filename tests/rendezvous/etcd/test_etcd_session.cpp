@@ -45,6 +45,17 @@ std::unique_ptr<EtcdSession> session(const etcdtest::EtcdServer& etcd, const Nod
   return std::make_unique<EtcdSession>(std::make_shared<Client>(etcd.options()), o);
 }
 
+// Three nodes of run `run` (node ranks 0-2 on hosts h0-h2), joined, node i's events going to ev[i]
+// (declared by the caller before the sessions, which call into it until they end).
+std::vector<std::unique_ptr<EtcdSession>> three_joined(const etcdtest::EtcdServer& etcd, const std::string& run,
+                                                       std::vector<Events>& ev) {
+  std::vector<std::unique_ptr<EtcdSession>> s;
+  for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts(run, 3, i, fmt::format("h{}", i))));
+  join_all(s);
+  for (int i = 0; i < 3; ++i) s[i]->start_monitoring(ev[i].fn());
+  return s;
+}
+
 }  // namespace
 
 TEST_SUITE("etcd::session") {
@@ -80,11 +91,8 @@ TEST_SUITE("etcd::session") {
   TEST_CASE("a failure reported by one node reaches every node, and all name the same root cause") {
     etcdtest::EtcdServer etcd;
     REQUIRE_ETCD(etcd);
-    std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
-    std::vector<std::unique_ptr<EtcdSession>> s;
-    for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts("r2", 3, i, fmt::format("h{}", i))));
-    join_all(s);
-    for (int i = 0; i < 3; ++i) s[i]->start_monitoring(ev[i].fn());
+    std::vector<Events> ev(3);
+    auto s = three_joined(etcd, "r2", ev);
     s[1]->report_failure(3, 7, 0, "loss is NaN");
     s[2]->report_stop(130, 2, "interrupted (SIGINT)");
     for (int i = 0; i < 3; ++i) {
@@ -105,11 +113,8 @@ TEST_SUITE("etcd::session") {
   TEST_CASE("a node that goes away without finishing is lost once its lease ends; a node that finished is not") {
     etcdtest::EtcdServer etcd;
     REQUIRE_ETCD(etcd);
-    std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
-    std::vector<std::unique_ptr<EtcdSession>> s;
-    for (int i = 0; i < 3; ++i) s.push_back(session(etcd, node_opts("r3", 3, i, fmt::format("h{}", i))));
-    join_all(s);
-    for (int i = 0; i < 3; ++i) s[i]->start_monitoring(ev[i].fn());
+    std::vector<Events> ev(3);
+    auto s = three_joined(etcd, "r3", ev);
     s[0].reset();  // node 0 gone (its lease revoked: as a lease that expires)
     for (int i = 1; i < 3; ++i) {
       auto e = ev[i].wait(10s, "lost");
