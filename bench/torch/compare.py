@@ -60,9 +60,10 @@ class Runner:
     def add(self, key, value):
         self.samples.setdefault(key, []).append(value)
 
-    def launch(self, what, nproc, args, timeout=900):
-        cmd = [os.path.join(self.a.build, "dtrain"), "launch", "--no-tag", "--python", self.a.python,
-               "--nproc-per-node", str(nproc)] + args
+    def launch(self, what, nproc, args):
+        cmd = [os.path.join(self.a.build, "dtrain"), "launch", "--no-tag", "--nproc-per-node", str(nproc)]
+        cmd += args if args[0] == "--no-python" else ["--python", self.a.python] + args
+        timeout = 180 if self.a.quick else 900
         try:
             p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
