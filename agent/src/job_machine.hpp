@@ -132,7 +132,9 @@ class JobMachine {
   bool escalated_ = false;              // a second signal already sent SIGKILL
   bool sent_kill_ = false;              // SIGKILL went to the workers this generation
   bool reported_ = false;               // a local failure of this generation went out (LocalFailure)
-  std::optional<WorkerExit> root_;      // first local failure of the generation
+  // first local failure of the generation; once drained, the failure of a local peer it only saw
+  // fail (its peer_failure), when that peer failed by itself
+  std::optional<WorkerExit> root_;
 };
 
 }  // namespace dtrain::agent

@@ -8,6 +8,8 @@
 //   joining(g) --Joined--> running(g) --AgentState(starting, g+1)--> joining(g+1)   (a restart)
 //   joining(g) --JoinFailed--> detached          (the agent is aborted with the join's error)
 //   running(g) --AgentDone(0)--> barrier --BarrierDone--> ended
+//   running(g) --AgentDone(!=0), a worker failure, its root cause not known yet--> settling
+//              --JobEvent(the root cause) or SettleOver--> ended
 //   any        --AgentDone(!=0)--> ended
 // The fate of a generation is decided once, by whichever comes first: a local worker failure (it is
 // reported; the others follow), a failure or loss elsewhere (posted to the agent), or this node
@@ -22,6 +24,13 @@
 // carries the last lines of the failing rank's stderr (bounded), so every node's summary shows them.
 // A spec or shape mismatch between nodes is found by the rendezvous at the join (every node there is
 // refused with the fields that differ), before the bridge runs.
+//
+// The root cause every node names: when a worker failure ended the job, the bridge picks it from
+// the generation's failure events, which every node receives in the rendezvous's order
+// (agreed_root: the first whose rank failed by itself, not one whose collectives only saw a peer
+// fail). A node whose failures so far are all of the second kind waits (Settle, settle_limit) for
+// the peer's own report, then ends with it, or with the first failure when none came. End carries
+// that event; the node's summary and exit status are its (multinode.cpp).
 //
 // Elastic jobs: a "lost" event is a failure that restarts the job (within the restart budget) with
 // the nodes left, and a "joined" event (a node waits for the next generation) posts
