@@ -98,6 +98,7 @@ dtrain_status_t dtrain_comm_set_timeout(dtrain_comm_t comm, double timeout_s) {
     const double ms = timeout_s * 1000.0;
     c.set_timeout(std::chrono::milliseconds(ms <= 0 ? 0 : ms > 1e15 ? static_cast<long long>(1e15)
                                                                     : std::max(1LL, static_cast<long long>(ms))));
+    if (comm->nccl) comm->nccl->set_timeout(c.timeout());  // a later NCCL communicator starts with it
     return DTRAIN_SUCCESS;
   });
 }

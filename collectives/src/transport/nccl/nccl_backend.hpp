@@ -82,6 +82,8 @@ class Comm {
                          const std::size_t* recvcounts, const std::size_t* rdispls, dtrain_dtype_t dtype,
                          void* stream) = 0;
   virtual void barrier() = 0;
+  // The deadline of later calls (dtrain_comm_set_timeout).
+  virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
   // ncclSend of sendcount elements to dest and ncclRecv of recvcount from source in one
   // ncclGroupStart/End, so both progress together (a peer of -1 skips that direction). The C ABI
   // has already matched both ends' descriptions through the CPU communicator.

@@ -129,6 +129,7 @@ class Communicator final : public Comm {
                  const std::size_t* recvcounts, const std::size_t* rdispls, dtrain_dtype_t dtype,
                  void* stream) override;
   void barrier() override;
+  void set_timeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   void sendrecv(const void* send, std::size_t sendcount, dtrain_dtype_t sendtype, int dest, void* recv,
                 std::size_t recvcount, dtrain_dtype_t recvtype, int source, void* stream) override;
   std::unique_ptr<Comm> split(int color, int key, const Options& child) override;
