@@ -1,6 +1,6 @@
 """A plain PyTorch DDP training script, written for torchrun and run unchanged by dtrain:
 
-    torchrun --nproc-per-node 4 train.py --epochs 2
+    torchrun --nproc_per_node 4 train.py --epochs 2
     dtrain launch --nproc-per-node 4 train.py --epochs 2
     dtrain launch --nproc-per-node 4 train.py --epochs 2 --backend dtrain
 
