@@ -16,10 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string text(reinterpret_cast<const char*>(data), size);
   Environment env;  // a fixed machine: no scheduler variables, 4 CPUs, no GPUs
   env.cpu_slots = 4;
-  env.dev_dir = "/nonexistent";
+  env.visible_gpus = 0;
   env.hostname = "fuzzhost";
   env.sagemaker_resource_file = "/nonexistent";
-  env.vars["DTRAIN_TEST_GPUS"] = "0";
   try {
     JobSpec spec = load_spec_text(text, {}, "fuzz.json");
     Plan plan = make_plan(spec, {}, env);

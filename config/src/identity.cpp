@@ -1,8 +1,6 @@
 // Node identity: who am I and who are the others, field by field from
 // flags > job spec > environment (SageMaker, Slurm, torch/Kubernetes env: identity_kubernetes.cpp) >
 // defaults.
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <system_error>
@@ -19,28 +17,7 @@
 #include "dtrain/config/plan.hpp"
 #include "identity_internal.hpp"
 
-extern char** environ;
-
 namespace dtrain::config {
-
-Environment Environment::current() {
-  Environment env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string_view kv(*e);
-    auto eq = kv.find('=');
-    if (eq == std::string_view::npos) continue;
-    env.vars.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
-  }
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) == 0) env.hostname = name;
-  return env;
-}
-
-const std::string* Environment::get(const std::string& name) const {
-  auto it = vars.find(name);
-  return it == vars.end() ? nullptr : &it->second;
-}
-
 namespace detail {
 
 std::string Sourced::label() const {

@@ -22,57 +22,9 @@ namespace {
 
 constexpr long long kMaxWorld = 1 << 20;
 
-bool is_index(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
-
 std::string hex_id(std::uint64_t x, int digits) { return fmt::format("{:0{}x}", x & ((1ULL << (4 * digits)) - 1), digits); }
 
 }  // namespace
-
-int count_visible_gpus(const Environment& env) {
-  if (const std::string* t = env.get("DTRAIN_TEST_GPUS"); t != nullptr && !t->empty()) {
-    int n = -1;
-    auto [p, ec] = std::from_chars(t->data(), t->data() + t->size(), n);
-    if (ec != std::errc{} || p != t->data() + t->size() || n < 0 || n > 4096)
-      throw ConfigError(fmt::format("DTRAIN_TEST_GPUS={}: expected a GPU count from 0 to 4096", *t));
-    return n;
-  }
-  int devices = 0;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(env.dev_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.rfind("nvidia", 0) == 0 && is_index(std::string_view(name).substr(6))) ++devices;
-  }
-  if (devices == 0) return 0;
-  const std::string* cvd = env.get("CUDA_VISIBLE_DEVICES");
-  if (cvd == nullptr) return devices;
-  // As CUDA reads it: entries up to the first invalid one count.
-  int visible = 0;
-  for (const auto& entry : text::split(*cvd, ',')) {
-    std::string_view e = entry;
-    while (!e.empty() && e.front() == ' ') e.remove_prefix(1);
-    if (e.rfind("GPU-", 0) == 0 || e.rfind("MIG-", 0) == 0) {
-      ++visible;
-      continue;
-    }
-    int idx = -1;
-    auto [p, ec2] = std::from_chars(e.data(), e.data() + e.size(), idx);
-    if (e.empty() || ec2 != std::errc{} || p != e.data() + e.size() || idx < 0 || idx >= devices) break;
-    ++visible;
-  }
-  return visible;
-}
-
-int count_visible_gpus() { return count_visible_gpus(Environment::current()); }
-
-int count_cpu_slots(const Environment& env) {
-  if (env.cpu_slots) return std::max(1, *env.cpu_slots);
-  return sys::usable_cpus();
-}
 
 namespace {
 
@@ -80,18 +32,14 @@ using Problems = std::vector<SpecProblem>;
 
 // Workers per node: flags > spec > SageMaker's GPU count > visible GPUs > CPU cores.
 void place_workers(Plan& plan, const Overrides& ov, const Environment& env, Problems& problems) {
-  int visible = -1;  // counted lazily
-  auto gpus = [&] {
-    if (visible < 0) visible = count_visible_gpus(env);
-    return visible;
-  };
+  auto gpus = [&] { return env.visible_gpus; };
   const auto& cl = plan.spec.cluster;
   bool spec_cpu = cl.procs_per_instance.has_value() && !cl.gpus_per_instance;
   if (ov.nproc_mode) {  // torchrun's gpu | cpu | auto: counted here, whatever the spec says
     const std::string& m = *ov.nproc_mode;
     plan.slots_source = "flags (" + m + ")";
     if (m == "cpu" || (m == "auto" && gpus() == 0)) {
-      plan.procs_per_instance = count_cpu_slots(env);
+      plan.procs_per_instance = std::max(1, env.cpu_slots);
     } else if (gpus() > 0) {
       plan.procs_per_instance = gpus();
       plan.use_gpus = true;
@@ -137,7 +85,7 @@ void place_workers(Plan& plan, const Overrides& ov, const Environment& env, Prob
     plan.use_gpus = true;
     plan.slots_source = "gpus";
   } else {
-    plan.procs_per_instance = count_cpu_slots(env);
+    plan.procs_per_instance = std::max(1, env.cpu_slots);
     plan.slots_source = "cpu cores";
   }
   if (cl.bind_gpus && plan.use_gpus && gpus() > 0 && plan.procs_per_instance > gpus())

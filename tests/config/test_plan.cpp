@@ -105,7 +105,7 @@ TEST_SUITE("config::plan") {
     CHECK(plan_of(R"({"command": ["a"]})").slots_source == "cpu cores");
     CHECK_FALSE(plan_of(R"({"command": ["a"]})").use_gpus);
     auto gpus = env_of();
-    gpus.vars["DTRAIN_TEST_GPUS"] = "4";
+    gpus.visible_gpus = 4;
     Plan g = plan_of(R"({"command": ["a"]})", {}, gpus);
     CHECK(g.procs_per_instance == 4);
     CHECK(g.use_gpus);

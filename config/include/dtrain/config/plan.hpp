@@ -32,8 +32,10 @@ struct Environment {
   std::string sagemaker_resource_file = "/opt/ml/input/config/resourceconfig.json";
   std::string dev_dir = "/dev";  // where /dev/nvidia0.. are counted
   std::string hostname;          // this machine's name ("" when unknown)
-  std::optional<int> cpu_slots;  // unset: the CPUs this process may run on
-  static Environment current();  // reads environ, gethostname
+  int visible_gpus = 0;          // GPUs this process may use (count_visible_gpus)
+  int cpu_slots = 1;             // CPUs this process may run on (CPU worker slots when no count is given)
+  // Reads environ and gethostname, and probes the GPUs and CPUs: the planner reads nothing else.
+  static Environment current();
   const std::string* get(const std::string& name) const;
 };
 
@@ -97,12 +99,10 @@ struct Plan {
 // Default port of a rendezvous endpoint derived from the master address (torchrun's).
 inline constexpr int kDefaultRdzvPort = 29400;
 
-// Visible GPUs on this machine (0 when none or no driver). Overridable for tests by DTRAIN_TEST_GPUS.
-int count_visible_gpus();
-// The same from a snapshot: DTRAIN_TEST_GPUS, else CUDA_VISIBLE_DEVICES over <dev_dir>/nvidia[0-9]*.
+// Visible GPUs (0 when none or no driver) from env's variables and dev_dir: DTRAIN_TEST_GPUS (for
+// tests), else CUDA_VISIBLE_DEVICES over <dev_dir>/nvidia[0-9]*. Environment::current() fills
+// visible_gpus with it.
 int count_visible_gpus(const Environment& env);
-// CPU worker slots when no count is given: the CPUs this process may run on (>= 1).
-int count_cpu_slots(const Environment& env);
 // Throws SpecError on impossible combinations (global batch not dividing world size, ...).
 Plan make_plan(const JobSpec& spec, const Overrides& overrides, const Environment& env);
 // The plan of a generation of an elastic job that runs on `instances` nodes: world size, rank table,
