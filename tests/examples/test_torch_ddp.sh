@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real, unchanged PyTorch DDP script (examples/torch_ddp/train.py, gloo on CPU) launched the way a
-# torchrun user would: `dtrain launch --nproc-per-node 4 train.py --epochs 2`, with 2 workers, and
-# as one job of two `dtrain launch --nnodes 2 --node-rank i --rdzv-endpoint 127.0.0.1:P` processes.
+# torchrun user would: `dtrain launch --nproc-per-node 4 train.py --epochs 2`, with 2 workers, with
+# --backend dtrain (the README's PyTorch command) where the backend was built, and as one job of two
+# `dtrain launch --nnodes 2 --node-rank i --rdzv-endpoint 127.0.0.1:P` processes.
 # Exit 77 (skipped, the reason printed) only where no Python on this machine can import torch.
 #
 #   test_torch_ddp.sh DTRAIN_BIN SCRIPT_DIR
@@ -44,6 +45,22 @@ for n in 4 2; do
   grep -q "dtrain: job finished: $n ranks exited 0" "single$n.err" || fail "$n workers: no summary line"
   ok "$n workers on one node"
 done
+
+# the README's command: the same script on the dtrain backend, which dtrain launch's workers import
+# with no PYTHONPATH of their own; where the backend was not built (no libtorch-dev), said and left out
+if compgen -G "$(dirname "$bin")/python/dtrain/_torch_backend*.so" >/dev/null; then
+  env -u PYTHONPATH timeout 300 "$bin" launch --python "$python" --nproc-per-node 2 train.py --epochs 2 --backend dtrain \
+    >dtrain.out 2>dtrain.err
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    fail "backend dtrain: exit $rc"; cat dtrain.out dtrain.err
+  else
+    grep -q "done: 2 replicas agree (dtrain)" dtrain.out || fail "backend dtrain: replicas"
+    ok "2 workers on the dtrain backend"
+  fi
+else
+  echo "not run: the dtrain backend (no $(dirname "$bin")/python/dtrain/_torch_backend*.so; libtorch-dev was missing)"
+fi
 
 # two nodes of 2 workers each, torchrun's flags, a shared token of 32 random characters
 head -c 24 /dev/urandom | base64 | tr -d '\n' >token
