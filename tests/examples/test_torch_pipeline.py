@@ -2,8 +2,9 @@
 
 The float64 MLP, 2 epochs at a global batch of 16: (pipeline, data) = (1,1) with 1 micro-batch is the
 reference; (1,1) with 4 micro-batches, (2,1) and (2,2) with 1 and 4 micro-batches under GPipe and
-1F1B must give its weights to 1e-9 relative (max |a - b| / max |b|), the figure printed. Another
-learning rate must not (the comparison can fail), and a tensor degree above 1 is refused by name.
+1F1B, and (2,2) over TCP instead of shared memory, must give its weights to 1e-9 relative
+(max |a - b| / max |b|), the figure printed. Another learning rate must not (the comparison can
+fail), and a tensor degree above 1 is refused by name.
 Exit 77 with the reason where torch or the backend is absent (torch_util.py).
 
     test_torch_pipeline.py DTRAIN_BIN EXAMPLE_DIR [BACKEND]      (BACKEND: default dtrain)
@@ -41,10 +42,10 @@ class Runner:
             json.dump(spec, f)
         return path, prefix
 
-    def train(self, pipeline, data, micro, schedule="1f1b", lr=0.1):
-        label = f"pipeline {pipeline} x data {data}, {micro} micro-batches, {schedule}, lr {lr}"
+    def train(self, pipeline, data, micro, schedule="1f1b", lr=0.1, transport="auto"):
+        label = f"pipeline {pipeline} x data {data}, {micro} micro-batches, {schedule}, lr {lr}, {transport}"
         path, prefix = self.job(pipeline, data, micro, schedule, lr)
-        out = tu.run([self.bin, "launch", path], tu.base_env(), what=label)
+        out = tu.run([self.bin, "launch", path], tu.base_env(DTRAIN_TRANSPORT=transport), what=label)
         for line in (f"the weights identical on its {data} replicas",
                      f"timing: {schedule}, {pipeline} stages, {micro} micro-batches"):
             if line not in out:
@@ -81,7 +82,7 @@ def main():
     if not epoch_loss(out, 2) < epoch_loss(out, 1):
         failures.append(f"the loss did not fall: {epoch_loss(out, 1)} then {epoch_loss(out, 2)}")
     for setup in [(1, 1, 4), (2, 1, 1, "gpipe"), (2, 1, 4, "gpipe"), (2, 1, 4, "1f1b"), (2, 2, 1, "1f1b"),
-                  (2, 2, 4, "1f1b"), (2, 2, 4, "gpipe")]:
+                  (2, 2, 4, "1f1b"), (2, 2, 4, "gpipe"), (2, 2, 4, "1f1b", 0.1, "tcp")]:
         label, w, _ = r.train(*setup)
         d = tu.relative_difference(w, one)
         print(f"{label} vs one process: relative difference {d:.3g}", flush=True)
