@@ -189,12 +189,12 @@ def markdown(r, sizes, started, finished):
             "without DDP (no communication, the floor; each rank of the 2-rank jobs has the same per-rank batch). "
             "comm = 4 x Linear(2500, 2500), 4 samples a rank; compute = 4 x Linear(256, 256), 4096 samples a rank"
             f"{' (--small in a quick run)' if r.a.quick else ''}.", "",
-            "| model | parameters | 1 process, no DDP | dtrain | gloo | gloo / dtrain | dtrain - floor |",
-            "|---|---|---|---|---|---|---|"]
+            "| model | parameters | 1 process, no DDP | dtrain | gloo | gloo / dtrain | dtrain - floor | gloo - floor |",
+            "|---|---|---|---|---|---|---|---|"]
     for m in ("comm", "compute"):
         d, g, f = (med(r, ("ddp", m, s)) for s in DDP_SIDES)
         out.append(f"| {m} | {r.params.get(m, 0)} | {fmt3(r, ('ddp', m, 'none'))} | {fmt3(r, ('ddp', m, 'dtrain'))} | "
-                   f"{fmt3(r, ('ddp', m, 'gloo'))} | {ratio(g, d):.2f}x | {d - f:+.2f} ms |")
+                   f"{fmt3(r, ('ddp', m, 'gloo'))} | {ratio(g, d):.2f}x | {d - f:+.2f} ms | {g - f:+.2f} ms |")
     out += ["", "Targets (issue 21):", "", "| figure | measured | target | met |", "|---|---|---|---|"]
     for fig, measured, goal, met in target_rows(r, sizes):
         out.append(f"| {fig} | {measured} | {goal} | {'yes' if met else 'no'} |")
