@@ -1,6 +1,6 @@
 // The exported C ABI: initialisation and the collectives (api_groups.cpp: split and groups from the
 // environment; api_p2p.cpp: point-to-point). Every function body runs inside guard()
-// (api_support.hpp), which turns any exception into a status code plus the thread-local last error,
+// (handle.hpp), which turns any exception into a status code plus the thread-local last error,
 // so nothing C++ crosses the boundary; it is the library's only such conversion (the CPU engines and
 // the NCCL backend throw CollError carrying the status). Host buffers go to the CPU communicator;
 // device buffers (nccl::is_device_pointer) to a lazily created NCCL communicator.
@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "api_support.hpp"
+#include "handle.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/client.hpp"

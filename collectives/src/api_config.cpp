@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "api_support.hpp"
+#include "handle.hpp"
 #include "callback_store.hpp"
 #include "scoped_store.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "api_support.hpp"
+#include "handle.hpp"
 #include "group_layout.hpp"
 #include "scoped_store.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "api_support.hpp"
+#include "handle.hpp"
 
 namespace dtrain::coll {
 namespace {

@@ -83,7 +83,7 @@ void Communicator::start(Group g) {
   sent_.assign(members_.size(), 0);
   received_.assign(members_.size(), 0);
   parked_.assign(members_.size(), {});
-  TransportOptions o;
+  EngineOptions o;
   o.members = std::move(g.members);
   o.rank = g.rank;
   if (g.host_of.empty()) {  // the world: this host's ranks are contiguous
@@ -103,7 +103,7 @@ void Communicator::start(Group g) {
   o.shm_p2p_bytes = cfg_.shm_p2p_bytes;
   o.tcp_chunk_bytes = cfg_.tcp_chunk_bytes;
   o.spin_us = cfg_.spin_us;
-  transport_ = make_transport(o);
+  engine_ = make_engine(o);
   DTRAIN_INFO(coll, "rank {}/{} (world rank {}, local {}/{}, keys {}): {} engine", rank_, size(), cfg_.rank,
               cfg_.local_rank, cfg_.local_size, key_prefix_, engine_name());
 }
@@ -194,7 +194,7 @@ void Communicator::mark_failed(dtrain_status_t status, const std::string& msg) n
     failed_ = true;
     failure_ = msg;
   }
-  if (transport_) transport_->abort(status, msg);
+  if (engine_) engine_->abort(status, msg);
 }
 
 namespace {
@@ -213,21 +213,21 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, dt
     premultiply(d, send, recv, count, op);
     send = recv;
   }
-  run(&d, [&] { transport_->allreduce(d, send, recv); });
+  run(&d, [&] { engine_->allreduce(d, send, recv); });
 }
 
 void Communicator::broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root) {
   OpDesc d = next(OpKind::broadcast, count, dtype, DTRAIN_SUM, root);
   if (rank_ == root) need(send, count, "sendbuf (at the root)", d.kind);
   need(recv, count, "recvbuf", d.kind);
-  run(&d, [&] { transport_->broadcast(d, send, recv); });
+  run(&d, [&] { engine_->broadcast(d, send, recv); });
 }
 
 void Communicator::allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype) {
   OpDesc d = next(OpKind::allgather, sendcount, dtype, DTRAIN_SUM, 0);
   need(send, sendcount, "sendbuf", d.kind);
   need(recv, sendcount, "recvbuf", d.kind);
-  run(&d, [&] { transport_->allgather(d, send, recv); });
+  run(&d, [&] { engine_->allgather(d, send, recv); });
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype,
@@ -241,12 +241,12 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
     premultiply(d, send, scratch_.data(), all, op);
     send = scratch_.data();
   }
-  run(&d, [&] { transport_->reduce_scatter(d, send, recv); });
+  run(&d, [&] { engine_->reduce_scatter(d, send, recv); });
 }
 
 void Communicator::barrier() {
   OpDesc d = next(OpKind::barrier, 0, DTRAIN_UINT8, DTRAIN_SUM, 0);
-  run(&d, [&] { transport_->barrier(d); });
+  run(&d, [&] { engine_->barrier(d); });
 }
 
 }  // namespace dtrain::coll

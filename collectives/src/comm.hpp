@@ -1,9 +1,9 @@
 #pragma once
 // The CPU communicator behind the C ABI: validates each call, numbers the calls, applies deadlines,
 // remembers the first failure (later calls return DTRAIN_ERR_ABORTED) and runs the call on its
-// transport (transport/transport.hpp). A communicator is the world (the constructor) or a group split
+// engine (engine/engine.hpp). A communicator is the world (the constructor) or a group split
 // from another (split(), comm_split.cpp: its members, their hosts and its own store keys); it also
-// carries point-to-point messages (sendrecv(), comm_p2p.cpp). make_transport() picks the engine from
+// carries point-to-point messages (sendrecv(), comm_p2p.cpp). make_engine() picks the engine from
 // where the ranks are:
 //   one node (and DTRAIN_TRANSPORT != tcp)      -> shared memory
 //   one rank per node, or DTRAIN_TRANSPORT=tcp  -> TCP between all ranks
@@ -24,9 +24,9 @@
 
 #include "dtrain/collectives.h"
 #include "dtrain/rendezvous/store.hpp"
-#include "engine.hpp"
+#include "call.hpp"
+#include "engine/engine.hpp"
 #include "progress.hpp"
-#include "transport/transport.hpp"
 
 namespace dtrain::coll {
 
@@ -38,7 +38,7 @@ struct CommConfig {
   std::string run_id = "default";
   int generation = 0;
   std::chrono::milliseconds timeout{300000};
-  std::string transport = "auto";  // auto | tcp
+  std::string transport = "auto";  // auto | shm | tcp: the engine (DTRAIN_TRANSPORT)
   std::string advertise;           // empty: DTRAIN_SOCKET_ADDR, DTRAIN_LOCAL_ADDR, the store connection
   std::size_t shm_slot_bytes = 2 << 20;
   std::size_t shm_p2p_bytes = 2 << 20;
@@ -104,14 +104,14 @@ class Communicator {
   // The deadline of later calls; <= 0 restores the one the communicator was made with.
   void set_timeout(std::chrono::milliseconds t) { cfg_.timeout = t.count() > 0 ? t : init_timeout_; }
   // "shm", "tcp", "hierarchical" or "self".
-  const char* engine_name() const { return transport_->name(); }
+  const char* engine_name() const { return engine_->name(); }
 
   void allreduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op);
   void broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root);
   void allgather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype);
   void reduce_scatter(const void* send, void* recv, std::size_t recvcount, dtrain_dtype_t dtype, dtrain_op_t op);
   void barrier();
-  // Since 0.3 (comm_exchange.cpp): over the transport's barrier and sendrecv. recv (reduce, gather)
+  // Since 0.3 (comm_exchange.cpp): over the engine's barrier and sendrecv. recv (reduce, gather)
   // and send (scatter) are used on the root only. alltoallv's arrays have size() entries.
   void reduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op, int root);
   void gather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int root);
@@ -135,7 +135,7 @@ class Communicator {
   // Messages to this rank itself are copied into a queue that its receives take from.
   void sendrecv(const P2pArgs* send, const P2pArgs* recv);
   // A receive from whichever rank's next message carries `tag` first (comm_recv_any.cpp): polls the
-  // peers' next message headers (Transport::peek) round robin, spinning briefly and then sleeping,
+  // peers' next message headers (Engine::peek) round robin, spinning briefly and then sleeping,
   // until the deadline; returns that rank. A message to itself waiting in the queue counts too.
   int recv_any(void* buf, std::size_t count, dtrain_dtype_t dtype, int tag);
   // sendrecv's argument checks alone (DTRAIN_ERR_INVALID_ARGUMENT; nothing is sent).
@@ -175,7 +175,7 @@ class Communicator {
   // For a premultiplied sum: `count` elements of src scaled into dst (src itself when dst is null).
   void premultiply(const OpDesc& d, const void* src, void* dst, std::size_t count, dtrain_op_t op);
   void check_usable() const;
-  // Runs call `d` (null for point-to-point) on the transport (see below).
+  // Runs call `d` (null for point-to-point) on the engine (see below).
   template <class F>
   void run(const OpDesc* d, F&& body);
   // The next message of a collective to or from `peer` (comm_exchange.cpp): tagged coll_tag(), by
@@ -207,7 +207,7 @@ class Communicator {
   int rank_ = 0;
   std::int64_t host_ = 0;
   std::string key_prefix_;
-  std::unique_ptr<Transport> transport_;  // after store_: destroyed before it
+  std::unique_ptr<Engine> engine_;  // after store_: destroyed before it
   std::uint64_t seq_ = 0;
   std::uint64_t splits_ = 0;
   std::vector<std::uint64_t> sent_, received_;  // point-to-point messages per peer

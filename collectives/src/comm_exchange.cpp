@@ -1,4 +1,4 @@
-// Communicator::reduce, gather, scatter, alltoall and alltoallv: written once over the transport's
+// Communicator::reduce, gather, scatter, alltoall and alltoallv: written once over the engine's
 // barrier (which compares every rank's fingerprint of the call, so ranks that call different ops,
 // counts or roots get DTRAIN_ERR_MISMATCH naming both) and its point-to-point sendrecv (whose
 // messages carry a reserved negative tag naming the op and root, coll_tag(), and are checked by the
@@ -6,7 +6,7 @@
 // Those messages share each pair's ordered stream with the user's point-to-point messages: before a
 // receive, the user's messages at the head of the stream are parked (park_user_messages) for the
 // user's later receives, so a message sent before a collective may still be received after it.
-//   reduce     the transport's allreduce with the reduce's fingerprint, into recv on the root and a
+//   reduce     the engine's allreduce with the reduce's fingerprint, into recv on the root and a
 //              scratch buffer elsewhere (premultiplied sums scale first, as allreduce does)
 //   gather     linear: every rank sends its block to the root, which receives them in rank order
 //   scatter    linear: the root sends block r to rank r, in rank order
@@ -39,7 +39,7 @@ int coll_tag(OpKind kind, int root) { return -1 - (static_cast<int>(kind) + 256 
 void Communicator::park_user_messages(const OpDesc& d, int peer) {
   for (;;) {
     std::uint64_t fp0 = 0, fp1 = 0;
-    if (transport_->peek(peer, fp0, fp1) != Transport::kMessage) return;
+    if (engine_->peek(peer, fp0, fp1) != Engine::kMessage) return;
     const auto tag = static_cast<int>(static_cast<std::uint32_t>(fp1 >> 32));
     if (tag < 0) return;  // a collective's message: the one this call receives next
     P2pMsg m;
@@ -53,7 +53,7 @@ void Communicator::park_user_messages(const OpDesc& d, int peer) {
     m.d.timeout = d.timeout();
     Queued q{m.d, std::vector<std::uint8_t>(m.d.bytes())};
     m.dst = q.bytes.data();
-    transport_->sendrecv(nullptr, &m);
+    engine_->sendrecv(nullptr, &m);
     parked_[static_cast<std::size_t>(peer)].push_back(std::move(q));
   }
 }
@@ -86,7 +86,7 @@ void Communicator::reduce(const void* send, void* recv, std::size_t count, dtrai
     premultiply(d, send, out, count, op);
     send = out;
   }
-  run(&d, [&] { transport_->allreduce(d, send, out); });
+  run(&d, [&] { engine_->allreduce(d, send, out); });
 }
 
 void Communicator::gather(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root) {
@@ -95,10 +95,10 @@ void Communicator::gather(const void* send, void* recv, std::size_t count, dtrai
   if (rank_ == root) need(recv, count != 0, "recvbuf (at the root)", d.kind, count);
   const std::size_t esz = dtype_size(dtype);
   run(&d, [&] {
-    transport_->barrier(d);
+    engine_->barrier(d);
     if (rank_ != root) {
       const P2pMsg m = coll_msg(d, root, true, send, count);
-      transport_->sendrecv(&m, nullptr);
+      engine_->sendrecv(&m, nullptr);
       return;
     }
     std::uint8_t* own = at(recv, static_cast<std::size_t>(rank_) * count, esz);
@@ -107,7 +107,7 @@ void Communicator::gather(const void* send, void* recv, std::size_t count, dtrai
       if (r == rank_) continue;
       park_user_messages(d, r);
       const P2pMsg m = coll_msg(d, r, false, at(recv, static_cast<std::size_t>(r) * count, esz), count);
-      transport_->sendrecv(nullptr, &m);
+      engine_->sendrecv(nullptr, &m);
     }
   });
 }
@@ -118,17 +118,17 @@ void Communicator::scatter(const void* send, void* recv, std::size_t count, dtra
   need(recv, count != 0, "recvbuf", d.kind, count);
   const std::size_t esz = dtype_size(dtype);
   run(&d, [&] {
-    transport_->barrier(d);
+    engine_->barrier(d);
     if (rank_ != root) {
       park_user_messages(d, root);
       const P2pMsg m = coll_msg(d, root, false, recv, count);
-      transport_->sendrecv(nullptr, &m);
+      engine_->sendrecv(nullptr, &m);
       return;
     }
     for (int r = 0; r < size(); ++r) {
       if (r == rank_) continue;
       const P2pMsg m = coll_msg(d, r, true, at(send, static_cast<std::size_t>(r) * count, esz), count);
-      transport_->sendrecv(&m, nullptr);
+      engine_->sendrecv(&m, nullptr);
     }
     const std::uint8_t* own = at(send, static_cast<std::size_t>(rank_) * count, esz);
     if (own != recv && count != 0) std::memmove(recv, own, count * esz);
@@ -144,7 +144,7 @@ void Communicator::alltoall(const void* send, void* recv, std::size_t count, dtr
   std::vector<std::size_t> counts(static_cast<std::size_t>(size()), count), displs(counts.size());
   for (std::size_t r = 0; r < displs.size(); ++r) displs[r] = r * count;
   run(&d, [&] {
-    transport_->barrier(d);
+    engine_->barrier(d);
     pairwise(d, send, counts.data(), displs.data(), recv, counts.data(), displs.data(), esz);
   });
 }
@@ -166,7 +166,7 @@ void Communicator::alltoallv(const void* send, const std::size_t* sendcounts, co
   need(send, sent != 0, "sendbuf", d.kind, sent);
   need(recv, received != 0, "recvbuf", d.kind, received);
   run(&d, [&] {
-    transport_->barrier(d);
+    engine_->barrier(d);
     pairwise(d, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype_size(dtype));
   });
 }
@@ -188,7 +188,7 @@ void Communicator::pairwise(const OpDesc& d, const void* send, const std::size_t
     park_user_messages(d, static_cast<int>(from));
     const P2pMsg out = coll_msg(d, static_cast<int>(to), true, at(send, sdispls[to], esz), scounts[to]);
     const P2pMsg in = coll_msg(d, static_cast<int>(from), false, at(recv, rdispls[from], esz), rcounts[from]);
-    transport_->sendrecv(&out, &in);
+    engine_->sendrecv(&out, &in);
   }
 }
 

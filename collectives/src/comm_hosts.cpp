@@ -2,7 +2,7 @@
 // dtrain_comm_init_config) with no launcher to say which ranks share a host. Every rank publishes its
 // host identity under "<prefix>host/<rank>" and reads every other's; ranks with equal identities
 // form a host (any numbers, not necessarily contiguous), named by its lowest rank. The engine then
-// follows from the hosts as for a split (transport/factory.cpp): shared memory within a host, TCP
+// follows from the hosts as for a split (engine/factory.cpp): shared memory within a host, TCP
 // across hosts, hierarchical when both.
 #include <arpa/inet.h>
 #include <netdb.h>

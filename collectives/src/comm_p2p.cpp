@@ -102,7 +102,7 @@ void Communicator::sendrecv(const P2pArgs* send, const P2pArgs* recv) {
     if (parked_in) from_parked(in);
     const P2pMsg* o = send != nullptr && !self_out ? &out : nullptr;
     const P2pMsg* i = recv != nullptr && !self_in && !parked_in ? &in : nullptr;
-    if (o != nullptr || i != nullptr) transport_->sendrecv(o, i);
+    if (o != nullptr || i != nullptr) engine_->sendrecv(o, i);
   });
 }
 

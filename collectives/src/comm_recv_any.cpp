@@ -1,5 +1,5 @@
 // Communicator::recv_any: MPI_ANY_SOURCE for one tag. The next message of every ordered pair is
-// visible without taking it (Transport::peek: the shm ring's head frame, the TCP socket's next
+// visible without taking it (Engine::peek: the shm ring's head frame, the TCP socket's next
 // header or a parked frame); the first peer whose next message has this tag is received from through
 // sendrecv(), which checks its count and dtype as any receive does. Peers are polled round robin
 // (starting after the last one served, so a busy sender cannot starve the others), spinning for
@@ -49,9 +49,9 @@ int Communicator::recv_any(void* buf, std::size_t count, dtrain_dtype_t dtype, i
         if (p == rank_) continue;
         std::uint64_t fp0 = 0, fp1 = 0;
         if (!parked_[static_cast<std::size_t>(p)].empty()) continue;  // its next message is a parked one
-        const Transport::Peek got = transport_->peek(p, fp0, fp1);
-        if (got == Transport::kMessage && tag_of(fp1) == tag) found = p;
-        if (got == Transport::kGone) gone.push_back(world_rank(p));
+        const Engine::Peek got = engine_->peek(p, fp0, fp1);
+        if (got == Engine::kMessage && tag_of(fp1) == tag) found = p;
+        if (got == Engine::kGone) gone.push_back(world_rank(p));
       }
     });
     if (found < 0 && static_cast<int>(gone.size()) == n - 1) {

@@ -4,7 +4,7 @@
 // by (key, parent rank), bootstrap a new communicator whose store keys live under
 // "<parent prefix>split/<n>/<color>/" (n: the parent's split count), so groups of one split, and of
 // successive splits, never meet in the store. The new communicator knows the host of every member,
-// so all of them pick the same engine (transport/factory.cpp).
+// so all of them pick the same engine (engine/factory.cpp).
 #include <algorithm>
 #include <array>
 #include <numeric>
@@ -23,7 +23,7 @@ Communicator::Split Communicator::split(int color, int key, bool flag) {
   const std::uint64_t n = ++splits_;
   const std::array<std::int64_t, kFields> mine = {color < 0 ? -1 : color, key, rank_, host_, flag ? 1 : 0};
   std::vector<std::int64_t> all(kFields * static_cast<std::size_t>(size()));
-  run(&d, [&] { transport_->allgather(d, mine.data(), all.data()); });
+  run(&d, [&] { engine_->allgather(d, mine.data(), all.data()); });
   auto field = [&](int r, std::size_t f) { return all[static_cast<std::size_t>(r) * kFields + f]; };
   Split out;
   out.all_flag = true;

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine.hpp"
+#include "call.hpp"
 
 namespace dtrain::coll::progress {
 

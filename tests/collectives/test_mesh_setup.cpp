@@ -1,4 +1,4 @@
-// The TCP mesh's setup (transport/tcp/mesh_setup.cpp) against strangers on real loopback sockets:
+// The TCP mesh's setup (engine/tcp/mesh_setup.cpp) against strangers on real loopback sockets:
 // while three ranks (threads, an in-memory store) set up a TCP communicator, a stranger connects to
 // rank 0's listening port and sends garbage, a greeting with a wrong secret (claiming rank 1's
 // place, before the real rank 1), nothing at all, or half a greeting and closes. Every time the
@@ -24,8 +24,8 @@
 #include "../common/stderr_capture.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/store.hpp"
-#include "transport/tcp/mesh_handshake.hpp"
-#include "transport/transport.hpp"
+#include "engine/tcp/mesh_handshake.hpp"
+#include "engine/engine.hpp"
 
 using namespace dtrain::coll;
 using namespace std::chrono_literals;
@@ -36,8 +36,8 @@ namespace {
 
 enum class Kind { garbage, wrong_secret, silent, early_close };
 
-TransportOptions options_for(int rank, dtrain::rdzv::Store* store) {
-  TransportOptions o;
+EngineOptions options_for(int rank, dtrain::rdzv::Store* store) {
+  EngineOptions o;
   o.members = {0, 1, 2};
   o.rank = rank;
   o.node = {rank};  // one rank a host: the tcp engine
@@ -159,7 +159,7 @@ TEST_SUITE("collectives::mesh_setup") {
       std::vector<float> result(3, -1);
       auto rank = [&](int r) {
         try {
-          auto t = make_transport(options_for(r, r == 2 ? &gated : store.get()));
+          auto t = make_engine(options_for(r, r == 2 ? &gated : store.get()));
           std::vector<float> x(1000, static_cast<float>(r + 1));
           t->allreduce(allreduce_op(x.size()), x.data(), x.data());
           result[static_cast<std::size_t>(r)] = x.back();
@@ -205,10 +205,10 @@ TEST_SUITE("collectives::mesh_setup") {
 
   TEST_CASE("once every rank is connected the listener is closed: a late stranger is refused") {
     auto store = dtrain::rdzv::make_memory_store();
-    std::vector<std::unique_ptr<Transport>> ts(3);
+    std::vector<std::unique_ptr<Engine>> ts(3);
     std::vector<std::thread> threads;
     for (int r = 0; r < 3; ++r)
-      threads.emplace_back([&, r] { ts[static_cast<std::size_t>(r)] = make_transport(options_for(r, store.get())); });
+      threads.emplace_back([&, r] { ts[static_cast<std::size_t>(r)] = make_engine(options_for(r, store.get())); });
     for (auto& t : threads) t.join();
     sockaddr_in sa = rank0_address(*store);
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

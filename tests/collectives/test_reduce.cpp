@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine.hpp"
+#include "call.hpp"
 #include "reduce.hpp"
 
 using namespace dtrain::coll;

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine.hpp"
+#include "call.hpp"
 #include "harness.hpp"
 #include "reduce.hpp"
 

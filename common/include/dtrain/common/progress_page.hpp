@@ -16,7 +16,7 @@ inline constexpr std::uint32_t kMagic = 0x67707464;  // "dtpg"
 inline constexpr std::uint32_t kVersion = 1;
 inline constexpr std::size_t kPageBytes = 4096;
 
-// The collectives' operations: the values of coll::OpKind (collectives/src/engine.hpp), one for one.
+// The collectives' operations: the values of coll::OpKind (collectives/src/call.hpp), one for one.
 enum class Op : std::uint32_t {
   none = 0, barrier = 1, allreduce, broadcast, allgather, reduce_scatter, comm_split, send, recv,
   reduce, gather, scatter, alltoall, alltoallv, recv_any

@@ -23,7 +23,7 @@ struct Options {
   tcp::Options all;      // every rank of the group
 };
 
-class Engine final : public Transport {
+class Engine final : public coll::Engine {
  public:
   // Sets up shared memory, then the mesh, then learns the leaders through the store
   // (<all.key_prefix>lr/<rank>: each rank's index on its host). Throws CollError.

@@ -1,10 +1,10 @@
 #pragma once
 // The engine of a group of one: every collective is a copy from send to recv (none in place).
-#include "../transport.hpp"
+#include "../engine.hpp"
 
 namespace dtrain::coll::self {
 
-class Engine final : public Transport {
+class Engine final : public coll::Engine {
  public:
   const char* name() const noexcept override { return "self"; }
   void barrier(const OpDesc&) override {}

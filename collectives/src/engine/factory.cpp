@@ -1,4 +1,4 @@
-// make_transport(): the backend from where the group's ranks are, and each backend's options from the
+// make_engine(): the backend from where the group's ranks are, and each backend's options from the
 // group's. With host_of known (a split) every rank decides from the whole group, so all pick the same
 // engine even when hosts hold different numbers of its ranks. Store keys: the shm engine of a host uses <key_prefix>node<w>/ (w: the world rank of the
 // host's first rank in the group), the tcp mesh <key_prefix>tcp/, the hierarchical engine
@@ -10,16 +10,16 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/system.hpp"
+#include "engine.hpp"
 #include "hier/hier_engine.hpp"
 #include "self/self_engine.hpp"
 #include "shm/shm_engine.hpp"
 #include "tcp/tcp_engine.hpp"
-#include "transport.hpp"
 
 namespace dtrain::coll {
 namespace {
 
-shm::Options shm_options(const TransportOptions& o) {
+shm::Options shm_options(const EngineOptions& o) {
   shm::Options s;
   s.local_rank = static_cast<int>(std::find(o.node.begin(), o.node.end(), o.rank) - o.node.begin());
   for (int r : o.node) s.global_ranks.push_back(o.members[static_cast<std::size_t>(r)]);
@@ -33,7 +33,7 @@ shm::Options shm_options(const TransportOptions& o) {
   return s;
 }
 
-tcp::Options tcp_options(const TransportOptions& o) {
+tcp::Options tcp_options(const EngineOptions& o) {
   tcp::Options t;
   t.members = o.members;
   t.rank = o.rank;
@@ -49,7 +49,7 @@ tcp::Options tcp_options(const TransportOptions& o) {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_transport(const TransportOptions& o) {
+std::unique_ptr<Engine> make_engine(const EngineOptions& o) {
   const int n = static_cast<int>(o.members.size());
   const int local = static_cast<int>(o.node.size());
   DTRAIN_CHECK(o.store != nullptr, "no store");

@@ -3,14 +3,14 @@
 // them. The user's buffers are staged for the in-place algorithms: allreduce runs on recv (or on a
 // float32 copy for float16/bfloat16), reduce_scatter on a scratch copy of send, allgather and
 // broadcast straight in recv.
+#include "../engine.hpp"
 #include "../staging.hpp"
-#include "../transport.hpp"
 #include "group.hpp"
 #include "mesh.hpp"
 
 namespace dtrain::coll::tcp {
 
-class Engine final : public Transport {
+class Engine final : public coll::Engine {
  public:
   explicit Engine(const Options& options);  // connects the mesh; throws CollError
 

@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "../../names.hpp"
+#include "../names.hpp"
 #include "nccl_backend.hpp"
 
 namespace dtrain::coll::nccl {

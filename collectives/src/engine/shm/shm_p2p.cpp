@@ -195,7 +195,7 @@ void Engine::sendrecv(const P2pMsg* out, const P2pMsg* in) {
     if (!p2p_step(o, i) && (!o.finished() || !i.finished())) p2p_wait(o, i);
 }
 
-Transport::Peek Engine::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
+Engine::Peek Engine::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
   if (hdr_->abort_ready.load(std::memory_order_acquire) != 0) {
     P2pOut o;
     P2pIn i;

@@ -1,43 +1,27 @@
 #pragma once
-// The CPU transport seam: what the communicator (comm.cpp) runs every host-buffer collective on.
-// One small abstract class, one folder per backend, one factory from a plain options struct (the
-// shape of Gloo's gloo/transport/{tcp,uv,ibverbs} with its Device factory):
+// The CPU engines: what the communicator (comm.cpp) runs every host-buffer call on. One abstract
+// class, one folder per engine, one factory (factory.cpp), in the shape of Gloo's transports:
 //   self/  one rank: copies
 //   shm/   every rank of the group on this host: one shared-memory segment (shm_engine.hpp)
-//   tcp/   sockets between every pair of ranks: the Mesh ("device" with its pairs, mesh.hpp) and
-//          the algorithms written against its one point-to-point primitive (group.hpp)
-//   hier/  several hosts with several ranks each: shm within the host, tcp between the hosts'
-//          leaders (allreduce, barrier) or between all ranks (broadcast, allgather, reduce_scatter)
-// make_transport() picks the backend from where the group's ranks are (see factory.cpp).
+//   tcp/   sockets between every pair of ranks (the Mesh, mesh.hpp) and the algorithms written
+//          against its one point-to-point primitive (group.hpp)
+//   hier/  several hosts with several ranks each: shm within the host, tcp across (hier_engine.hpp)
 //
-// Contract of every engine: a call gets the validated OpDesc of the user's call (count, dtype, op,
-// root, sequence number, deadline) and the user's buffers, which are either distinct or in NCCL's
-// in-place layouts (api.cpp normalises the other in-place forms); it returns with the result in
-// recv on this rank or throws CollError carrying the C ABI status. After a throw the communicator
-// calls abort(), which must make every peer that waits on this rank fail at once with the root
-// cause, and never uses the engine again.
+// Contract: a call gets the validated OpDesc (count, dtype, op, root, sequence number, deadline) and
+// the user's buffers, distinct or in NCCL's in-place layouts (api.cpp normalises the other forms);
+// it returns with the result in recv or throws CollError carrying the C ABI status. After a throw the
+// communicator calls abort(), which makes every peer waiting on this rank fail at once with the
+// root cause, and never uses the engine again.
 //
-// Sub-communicators (dtrain_comm_split, comm_split.cpp): TransportOptions describes a group, not
-// the world: `members` (world rank of each group rank, in group-rank order), `rank` (this process's
-// group rank), `node` (the group ranks that share this host), `host_of` (every group rank's host)
-// and `key_prefix` (the group's own bootstrap keys). Every engine indexes peers by group rank, keys
-// its store records under key_prefix and names world ranks in messages. A split allgathers (color,
-// key, parent rank, host) over the parent with the parent's engine, orders each color by (key,
-// parent rank), and calls make_transport() with key_prefix = "<parent prefix>split/<n>/<color>/".
+// Groups (comm_split.cpp): EngineOptions describes a group, not the world. Every engine indexes
+// peers by group rank, keys its store records under key_prefix and names world ranks in messages.
 //
-// Point-to-point (dtrain_send/recv/sendrecv, comm_p2p.cpp): sendrecv() below. Messages between an
-// ordered pair of ranks form one in-order stream; each starts with a header carrying its P2pDesc
-// fingerprint (sequence number, tag, count, dtype), which the receiver compares with its own before
-// it takes a byte (DTRAIN_ERR_MISMATCH naming both sides). tcp/ sends it as a frame of its own
-// channel on the pair's socket (a collective that meets such a frame parks it in a per-peer inbox,
-// mesh_p2p.cpp); shm/ streams it through a ring per ordered pair in its segment (shm_p2p.cpp); hier/
-// routes by host and progresses a shm and a tcp direction together. The communicator handles
-// messages to the caller itself.
+// Point-to-point (comm_p2p.cpp): the messages of an ordered pair of ranks form one in-order stream;
+// each starts with its P2pDesc fingerprint, which the receiver compares with its own before it takes
+// a byte (DTRAIN_ERR_MISMATCH naming both sides). Messages to the caller itself never reach here.
 //
-// No engine reads or writes another rank's own buffers: data moves through memory the engine owns
-// (the shm segment, sockets), so a peer that leaves or dies mid-call costs a failed call, never an
-// access to memory it freed. (A single-copy shm allreduce through cross-memory attach did, with such
-// a window; it was measured slower than the slot path and taken out.)
+// No engine touches another rank's buffers: data moves through memory the engine owns (the shm
+// segment, sockets), so a peer that dies mid-call costs a failed call, never an access to freed memory.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -45,15 +29,15 @@
 #include <string>
 #include <vector>
 
-#include "../engine.hpp"
+#include "../call.hpp"
 #include "dtrain/collectives.h"
 #include "dtrain/rendezvous/store.hpp"
 
 namespace dtrain::coll {
 
-class Transport {
+class Engine {
  public:
-  virtual ~Transport() = default;
+  virtual ~Engine() = default;
   // "self", "shm", "tcp" or "hierarchical".
   virtual const char* name() const noexcept = 0;
 
@@ -82,8 +66,8 @@ class Transport {
   virtual void abort(dtrain_status_t status, const std::string& message) noexcept = 0;
 };
 
-// What make_transport() needs: the group, where its ranks are, the store, and the tunables.
-struct TransportOptions {
+// What make_engine() needs: the group, where its ranks are, the store, and the tunables.
+struct EngineOptions {
   std::vector<int> members;        // world rank of each group rank (messages name these)
   int rank = 0;                    // this process's group rank
   std::vector<int> node;           // group ranks on this host, ascending, rank included
@@ -91,7 +75,7 @@ struct TransportOptions {
   // hosts are all assumed to hold node.size() ranks.
   std::vector<std::int64_t> host_of;
   std::string kind = "auto";       // auto | shm | tcp (DTRAIN_TRANSPORT): tcp uses sockets even within a host
-  rdzv::Store* store = nullptr;    // scoped to run id + generation; outlives the transport
+  rdzv::Store* store = nullptr;    // scoped to run id + generation; outlives the engine
   std::string key_prefix;          // the group's bootstrap keys, e.g. "coll/3/"
   std::string shm_name_prefix;     // shared-memory segment name stem, e.g. "dtrain-<run>-g<gen>"
   std::string advertise;           // empty: DTRAIN_SOCKET_ADDR, DTRAIN_LOCAL_ADDR, the store connection
@@ -106,6 +90,6 @@ struct TransportOptions {
 //   one rank -> self; kind tcp, or one rank on every host -> tcp; the whole group on one host -> shm;
 //   otherwise -> hierarchical (with host_of known, every rank of the group decides the same way).
 // Throws CollError (or the store's dtrain::Error).
-std::unique_ptr<Transport> make_transport(const TransportOptions& options);
+std::unique_ptr<Engine> make_engine(const EngineOptions& options);
 
 }  // namespace dtrain::coll

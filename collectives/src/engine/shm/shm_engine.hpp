@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "../transport.hpp"
+#include "../engine.hpp"
 #include "dtrain/rendezvous/store.hpp"
 
 namespace dtrain::coll::shm {
@@ -41,7 +41,7 @@ struct Options {
   int spin_us = 50;
 };
 
-class Engine final : public Transport {
+class Engine final : public coll::Engine {
  public:
   explicit Engine(const Options& options);  // maps (or creates) the segment; throws CollError
   ~Engine() override;

@@ -1,6 +1,7 @@
 #pragma once
-// Types shared by the CPU engines: the description of one collective call (its fingerprint), the
-// status-carrying exception the engines throw, and small helpers.
+// One call as the engines (and the NCCL backend) see it: OpDesc for a collective, P2pDesc and
+// P2pMsg for a message, each with the fingerprint ranks compare; CollError, what a failed call
+// throws; the dtype and op helpers.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "../../engine.hpp"
-#include "../transport.hpp"
+#include "../../call.hpp"
+#include "../engine.hpp"
 #include "dtrain/rendezvous/store.hpp"
 
 namespace dtrain::coll::tcp {
@@ -104,8 +104,8 @@ class Mesh {
     bool finished() const { return send_done && recv_done; }
   };
   void sendrecv(const P2pMsg* out, const P2pMsg* in);
-  // Transport::peek: a frame parked in the peer's inbox, else the socket's next bytes (MSG_PEEK).
-  Transport::Peek peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1);
+  // Engine::peek: a frame parked in the peer's inbox, else the socket's next bytes (MSG_PEEK).
+  coll::Engine::Peek peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1);
   void p2p_begin(P2pXfer& x, const P2pMsg* out, const P2pMsg* in);
   bool p2p_step(P2pXfer& x);
   void p2p_wait(P2pXfer& x, int max_ms);

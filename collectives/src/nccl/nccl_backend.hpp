@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "../../engine.hpp"
+#include "../call.hpp"
 #include "dtrain/collectives.h"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/rendezvous/store.hpp"

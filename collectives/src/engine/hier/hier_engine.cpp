@@ -54,7 +54,7 @@ int Engine::local_index(int group_rank) const {
   return it != node_.end() && *it == group_rank ? static_cast<int>(it - node_.begin()) : -1;
 }
 
-Transport::Peek Engine::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
+Engine::Peek Engine::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
   const int local = local_index(peer);
   return local >= 0 ? host_->peek(local, fp0, fp1) : all_.peek(peer, fp0, fp1);
 }

@@ -1,5 +1,5 @@
-// The transport seam (transport/transport.hpp) with ranks as threads over an in-memory store:
-// make_transport() picks the engine from where the group's ranks are, and every engine runs over a
+// The engine seam (engine/engine.hpp) with ranks as threads over an in-memory store:
+// make_engine() picks the engine from where the group's ranks are, and every engine runs over a
 // group that is a subset of the world, under its own store keys, next to another group on the same
 // store, naming world ranks in its messages.
 #include <doctest/doctest.h>
@@ -17,7 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "dtrain/rendezvous/store.hpp"
-#include "transport/transport.hpp"
+#include "engine/engine.hpp"
 
 using namespace dtrain::coll;
 using namespace std::chrono_literals;
@@ -32,8 +32,8 @@ struct GroupSpec {
   std::string prefix;
 };
 
-TransportOptions options_for(const GroupSpec& g, int rank, dtrain::rdzv::Store* store) {
-  TransportOptions o;
+EngineOptions options_for(const GroupSpec& g, int rank, dtrain::rdzv::Store* store) {
+  EngineOptions o;
   o.members = g.members;
   o.rank = rank;
   for (int r = 0; r < static_cast<int>(g.members.size()); ++r)
@@ -41,7 +41,7 @@ TransportOptions options_for(const GroupSpec& g, int rank, dtrain::rdzv::Store* 
   o.kind = g.kind;
   o.store = store;
   o.key_prefix = g.prefix;
-  o.shm_name_prefix = fmt::format("dtrain-transport-test-{}", ::getpid());
+  o.shm_name_prefix = fmt::format("dtrain-engine-test-{}", ::getpid());
   o.advertise = "127.0.0.1";
   o.timeout = 20s;
   o.shm_slot_bytes = 64 * 1024;
@@ -62,10 +62,10 @@ OpDesc op(std::uint64_t seq, OpKind kind, std::size_t count, dtrain_dtype_t dtyp
   return d;
 }
 
-// Runs body(transport, group rank) on a thread per member of every group, all on one store;
+// Runs body(engine, group rank) on a thread per member of every group, all on one store;
 // returns "group/rank: error" lines for the ranks that threw.
 std::vector<std::string> run_groups(const std::vector<GroupSpec>& groups,
-                                    const std::function<void(Transport&, const GroupSpec&, int)>& body) {
+                                    const std::function<void(Engine&, const GroupSpec&, int)>& body) {
   auto store = dtrain::rdzv::make_memory_store();
   std::vector<std::string> errors;
   std::mutex mu;
@@ -74,7 +74,7 @@ std::vector<std::string> run_groups(const std::vector<GroupSpec>& groups,
     for (int r = 0; r < static_cast<int>(groups[gi].members.size()); ++r)
       threads.emplace_back([&, gi, r] {
         try {
-          auto t = make_transport(options_for(groups[gi], r, store.get()));
+          auto t = make_engine(options_for(groups[gi], r, store.get()));
           body(*t, groups[gi], r);
         } catch (const std::exception& e) {
           std::lock_guard lock(mu);
@@ -86,7 +86,7 @@ std::vector<std::string> run_groups(const std::vector<GroupSpec>& groups,
 }
 
 // allreduce, broadcast from the last rank, allgather and barrier, checked against the world ranks.
-void exercise(Transport& t, const GroupSpec& g, int r) {
+void exercise(Engine& t, const GroupSpec& g, int r) {
   const int n = static_cast<int>(g.members.size());
   const int me = g.members[static_cast<std::size_t>(r)];
   std::uint64_t seq = 0;
@@ -113,7 +113,7 @@ void exercise(Transport& t, const GroupSpec& g, int r) {
 
 }  // namespace
 
-TEST_SUITE("collectives::transport") {
+TEST_SUITE("collectives::engine") {
   TEST_CASE("the factory picks the engine from where the group's ranks are") {
     struct Case {
       GroupSpec g;
@@ -129,7 +129,7 @@ TEST_SUITE("collectives::transport") {
     for (const auto& c : cases) {
       CAPTURE(c.want);
       std::vector<std::string> names(c.g.members.size());
-      auto errors = run_groups({c.g}, [&](Transport& t, const GroupSpec&, int r) {
+      auto errors = run_groups({c.g}, [&](Engine& t, const GroupSpec&, int r) {
         names[static_cast<std::size_t>(r)] = t.name();
         t.barrier(op(1, OpKind::barrier, 0, DTRAIN_UINT8));
       });
@@ -158,7 +158,7 @@ TEST_SUITE("collectives::transport") {
       CAPTURE(kind);
       const GroupSpec g{{3, 5}, {0, 0}, kind, "mismatch/"};
       std::vector<std::string> text(2);
-      auto errors = run_groups({g}, [&](Transport& t, const GroupSpec&, int r) {
+      auto errors = run_groups({g}, [&](Engine& t, const GroupSpec&, int r) {
         float x[4] = {1, 2, 3, 4};
         try {
           t.allreduce(op(1, OpKind::allreduce, r == 0 ? 4 : 3, DTRAIN_FLOAT32), x, x);

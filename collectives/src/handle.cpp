@@ -1,4 +1,4 @@
-#include "api_support.hpp"
+#include "handle.hpp"
 
 #include <cstdlib>
 #include <new>
@@ -7,7 +7,7 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/params.hpp"
-#include "transport/nccl/driver_probe.hpp"
+#include "nccl/driver_probe.hpp"
 
 namespace dtrain::coll {
 

@@ -121,22 +121,22 @@ bool Mesh::p2p_recv_some(P2pXfer& x) {
   return true;
 }
 
-Transport::Peek Mesh::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
+coll::Engine::Peek Mesh::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
   const auto& box = inbox_[static_cast<std::size_t>(peer)];
   if (!box.empty()) {
     fp0 = box.front().h.fp0;
     fp1 = box.front().h.fp1;
-    return Transport::kMessage;
+    return coll::Engine::kMessage;
   }
   const int fd = pairs_[static_cast<std::size_t>(peer)].fd;
   if (fd < 0) throw CollError(DTRAIN_ERR_ABORTED, "recv from any rank: the communicator's connections are closed");
   WireHeader h{};
   const ssize_t k = ::recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-  if (k == 0 || (k < 0 && !transient(errno))) return Transport::kGone;  // closed (or broken) with nothing left
-  if (k != static_cast<ssize_t>(sizeof h) || h.channel != kP2p) return Transport::kNone;
+  if (k == 0 || (k < 0 && !transient(errno))) return coll::Engine::kGone;  // closed (or broken) with nothing left
+  if (k != static_cast<ssize_t>(sizeof h) || h.channel != kP2p) return coll::Engine::kNone;
   fp0 = h.fp0;
   fp1 = h.fp1;
-  return Transport::kMessage;
+  return coll::Engine::kMessage;
 }
 
 void Mesh::check_p2p_header(const P2pXfer& x, const WireHeader& h) const {

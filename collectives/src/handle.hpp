@@ -1,17 +1,15 @@
 #pragma once
-// What the C ABI's files (api.cpp: init and collectives; api_groups.cpp: split and groups from the
-// environment; api_p2p.cpp: point-to-point) share: the communicator handle, the one place where
-// exceptions become statuses (guard), and the NCCL communicator's lazy creation and failure memory.
-// Host buffers go to the CPU communicator; device buffers (nccl::is_device_pointer) to a lazily
-// created NCCL communicator.
+// The communicator handle behind the C ABI (struct dtrain_comm) and what the api_*.cpp files share
+// with it: guard(), the one place where exceptions become statuses; the NCCL communicator created on
+// first use for device buffers, and the memory of its failure; the launch environment's variables.
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "comm.hpp"
 #include "dtrain/collectives.h"
+#include "nccl/nccl_backend.hpp"
 #include "status.hpp"
-#include "transport/nccl/nccl_backend.hpp"
 
 struct dtrain_comm {
   std::unique_ptr<dtrain::coll::Communicator> cpu;

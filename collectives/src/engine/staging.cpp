@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "../engine.hpp"
+#include "../call.hpp"
 #include "../reduce.hpp"
 
 namespace dtrain::coll {

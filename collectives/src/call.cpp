@@ -1,4 +1,4 @@
-#include "engine.hpp"
+#include "call.hpp"
 
 #include <time.h>
 
