@@ -85,6 +85,6 @@ if ((torch)); then
   [ -n "$rounds" ] && args+=(--rounds "$rounds")
   [ -n "$results" ] && args+=(--results "$results")
   ((torch_only)) || echo  # the sections apart, on stdout as in the results file
-  "$python" "$here/torch/compare.py" "${args[@]}" || { t=$?; ((t > rc)) && rc=$t; }
+  "$python" "$here/torch/compare.py" "${args[@]}" || { t=$?; if ((t > rc)); then rc=$t; fi; }
 fi
 exit $rc
