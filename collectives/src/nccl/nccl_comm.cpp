@@ -32,6 +32,19 @@ class Backoff {
   std::chrono::microseconds sleep_{20};
 };
 
+// Polls done() (true once finished; it throws on a failure) with a backoff until it is true (returns
+// true) or the deadline has passed (false). between(now) runs after each poll that found it unfinished
+// before the deadline.
+template <class Done, class Between>
+bool poll_until(Clock::time_point deadline, Done&& done, Between&& between) {
+  for (Backoff backoff;; backoff.pause()) {
+    if (done()) return true;
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    between(now);
+  }
+}
+
 }  // namespace
 
 Communicator::Communicator(const Options& options)
@@ -99,12 +112,14 @@ void Communicator::release() noexcept {
       const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(30));
       ncclResult_t r = ncclCommFinalize(comm_);
       ncclResult_t state = r;
-      for (Backoff b; r == ncclSuccess || r == ncclInProgress;) {
-        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
-        if (state != ncclInProgress) break;
-        if (Clock::now() >= deadline) break;
-        b.pause();
-      }
+      if (r == ncclSuccess || r == ncclInProgress)
+        poll_until(
+            deadline,
+            [&] {
+              if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+              return state != ncclInProgress;
+            },
+            [](Clock::time_point) {});
       if ((r == ncclSuccess || r == ncclInProgress) && state == ncclSuccess)
         ncclCommDestroy(comm_);
       else
@@ -154,40 +169,39 @@ void Communicator::check_health(const Op& op) {
 void Communicator::wait_ready(const Op& op, Clock::time_point deadline, bool watch_store) {
   const auto start = Clock::now();
   auto next_store_check = start + milliseconds(100);
-  for (Backoff backoff;;) {
+  const auto ready = [&] {
     ncclResult_t state = ncclInProgress;
     ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
     if (r != ncclSuccess)
       abort_and_throw(DTRAIN_ERR_NCCL, fmt::format("{}: ncclCommGetAsyncError: {}", describe(op), nccl_text(r, comm_)));
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress)
+    if (state != ncclSuccess && state != ncclInProgress)
       abort_and_throw(DTRAIN_ERR_NCCL, fmt::format("{}: {}", describe(op), nccl_text(state, comm_)));
-    const auto now = Clock::now();
-    if (now >= deadline)
-      abort_and_throw(DTRAIN_ERR_TIMEOUT,
-                      fmt::format("{}: not complete after {:.1f} s (not every rank joined or a peer is stuck); "
-                                  "the NCCL communicator was aborted",
-                                  describe(op), seconds(now - start)));
-    if (watch_store && store_ != nullptr && now >= next_store_check) {
-      next_store_check = now + milliseconds(100);
-      std::string failure;
-      try {
-        failure = published_failure(*store_, instance_);
-      } catch (const std::exception& e) {
-        DTRAIN_DEBUG(coll, "rank {}: checking the store for NCCL failures: {}", rank_, e.what());
-      }
-      if (!failure.empty())
-        abort_and_throw(DTRAIN_ERR_PEER, fmt::format("{}: abandoned because {}", describe(op), failure));
+    return state == ncclSuccess;
+  };
+  const auto check_store = [&](Clock::time_point now) {
+    if (!watch_store || store_ == nullptr || now < next_store_check) return;
+    next_store_check = now + milliseconds(100);
+    std::string failure;
+    try {
+      failure = published_failure(*store_, instance_);
+    } catch (const std::exception& e) {
+      DTRAIN_DEBUG(coll, "rank {}: checking the store for NCCL failures: {}", rank_, e.what());
     }
-    backoff.pause();
-  }
+    if (!failure.empty())
+      abort_and_throw(DTRAIN_ERR_PEER, fmt::format("{}: abandoned because {}", describe(op), failure));
+  };
+  if (!poll_until(deadline, ready, check_store))
+    abort_and_throw(DTRAIN_ERR_TIMEOUT,
+                    fmt::format("{}: not complete after {:.1f} s (not every rank joined or a peer is stuck); "
+                                "the NCCL communicator was aborted",
+                                describe(op), seconds(Clock::now() - start)));
 }
 
 void Communicator::wait_stream(const Op& op, cudaStream_t stream, Clock::time_point deadline) {
   const auto start = Clock::now();
-  for (Backoff backoff;;) {
+  const auto done = [&] {
     cudaError_t e = cudaStreamQuery(stream);
-    if (e == cudaSuccess) return;
+    if (e == cudaSuccess) return true;
     if (e != cudaErrorNotReady) {
       cudaGetLastError();
       abort_and_throw(DTRAIN_ERR_CUDA, fmt::format("{}: cudaStreamQuery: {}", describe(op), cuda_text(e)));
@@ -195,14 +209,13 @@ void Communicator::wait_stream(const Op& op, cudaStream_t stream, Clock::time_po
     ncclResult_t state = ncclSuccess;
     if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
       abort_and_throw(DTRAIN_ERR_NCCL, fmt::format("{}: {}", describe(op), nccl_text(state, comm_)));
-    const auto now = Clock::now();
-    if (now >= deadline)
-      abort_and_throw(DTRAIN_ERR_TIMEOUT,
-                      fmt::format("{}: not complete after {:.1f} s (a peer rank is stuck, gone, or in a different "
-                                  "collective); the NCCL communicator was aborted: destroy it",
-                                  describe(op), seconds(now - start)));
-    backoff.pause();
-  }
+    return false;
+  };
+  if (!poll_until(deadline, done, [](Clock::time_point) {}))
+    abort_and_throw(DTRAIN_ERR_TIMEOUT,
+                    fmt::format("{}: not complete after {:.1f} s (a peer rank is stuck, gone, or in a different "
+                                "collective); the NCCL communicator was aborted: destroy it",
+                                describe(op), seconds(Clock::now() - start)));
 }
 
 void Communicator::check_buffer(const void* ptr, const char* name, std::size_t bytes) const {
@@ -256,14 +269,9 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, dt
   const std::size_t bytes = count * dtype_size(dtype);
   check_buffer(send, "sendbuf", bytes);
   if (recv != send) check_buffer(recv, "recvbuf", bytes);
-  const ncclRedOp_t red = reduction(dtype, op, premul);
-  try {
-    run(info, stream, [&](cudaStream_t s) { return ncclAllReduce(send, recv, count, type, red, comm_, s); });
-  } catch (...) {
-    release_op(red, premul);
-    throw;
-  }
-  release_op(red, premul);
+  run_reduction(info, stream, dtype, op, premul, [&](cudaStream_t s, ncclRedOp_t red) {
+    return ncclAllReduce(send, recv, count, type, red, comm_, s);
+  });
 }
 
 void Communicator::broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root,
@@ -307,18 +315,12 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
   const bool in_place = send == recv && rank_ != 0 && bytes != 0;
   if (!in_place && recv != slot) check_buffer(recv, "recvbuf", bytes);
   void* target = in_place ? const_cast<char*>(slot) : recv;
-  const ncclRedOp_t red = reduction(dtype, op, premul);
-  try {
-    run(
-        info, stream, [&](cudaStream_t s) { return ncclReduceScatter(send, target, recvcount, type, red, comm_, s); },
-        [&](cudaStream_t s) {
-          if (in_place) check_cuda(cudaMemcpyAsync(recv, slot, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
-        });
-  } catch (...) {
-    release_op(red, premul);
-    throw;
-  }
-  release_op(red, premul);
+  run_reduction(
+      info, stream, dtype, op, premul,
+      [&](cudaStream_t s, ncclRedOp_t red) { return ncclReduceScatter(send, target, recvcount, type, red, comm_, s); },
+      [&](cudaStream_t s) {
+        if (in_place) check_cuda(cudaMemcpyAsync(recv, slot, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+      });
 }
 
 void Communicator::barrier() {

@@ -163,9 +163,13 @@ class Communicator final : public Comm {
   void check_buffer(const void* ptr, const char* name, std::size_t bytes) const;
   void check_root(const Op& op, int root) const;
   // The NCCL reduction for op on dtype: a premultiplied sum made for this call when premul is set
-  // (destroyed by the caller through release_op once the call is enqueued).
+  // (run_reduction releases it through release_op once the call is enqueued).
   ncclRedOp_t reduction(dtrain_dtype_t dtype, dtrain_op_t op, const double* premul);
   void release_op(ncclRedOp_t red, const double* premul) noexcept;
+  // run() with the call's reduction (reduction()), released once the call is enqueued or failed.
+  void run_reduction(const Op& op, void* stream, dtrain_dtype_t dtype, dtrain_op_t red_op, const double* premul,
+                     const std::function<ncclResult_t(cudaStream_t, ncclRedOp_t)>& enqueue,
+                     const std::function<void(cudaStream_t)>& after = {});
   void check_health(const Op& op);
   // Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress; with watch_store
   // also gives up when another rank published a failure.

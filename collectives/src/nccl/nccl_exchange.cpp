@@ -56,6 +56,20 @@ void Communicator::release_op(ncclRedOp_t red, const double* premul) noexcept {
   if (premul != nullptr && comm_ != nullptr) ncclRedOpDestroy(red, comm_);
 }
 
+void Communicator::run_reduction(const Op& op, void* stream, dtrain_dtype_t dtype, dtrain_op_t red_op,
+                                 const double* premul,
+                                 const std::function<ncclResult_t(cudaStream_t, ncclRedOp_t)>& enqueue,
+                                 const std::function<void(cudaStream_t)>& after) {
+  const ncclRedOp_t red = reduction(dtype, red_op, premul);
+  try {
+    run(op, stream, [&](cudaStream_t s) { return enqueue(s, red); }, after);
+  } catch (...) {
+    release_op(red, premul);
+    throw;
+  }
+  release_op(red, premul);
+}
+
 void Communicator::reduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
                           const double* premul, int root, void* stream) {
   const Op info{"reduce", count, dtype, premul ? "premul_sum" : op_name(op)};
@@ -64,14 +78,9 @@ void Communicator::reduce(const void* send, void* recv, std::size_t count, dtrai
   const std::size_t bytes = count * dtype_size(dtype);
   check_buffer(send, "sendbuf", bytes);
   if (rank_ == root && recv != send) check_buffer(recv, "recvbuf", bytes);
-  const ncclRedOp_t red = reduction(dtype, op, premul);
-  try {
-    run(info, stream, [&](cudaStream_t s) { return ncclReduce(send, recv, count, type, red, root, comm_, s); });
-  } catch (...) {
-    release_op(red, premul);
-    throw;
-  }
-  release_op(red, premul);
+  run_reduction(info, stream, dtype, op, premul, [&](cudaStream_t s, ncclRedOp_t red) {
+    return ncclReduce(send, recv, count, type, red, root, comm_, s);
+  });
 }
 
 void Communicator::gather(const void* send, void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int root,
