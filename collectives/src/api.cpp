@@ -22,60 +22,15 @@
 
 #include <fmt/format.h>
 
-#include "handle.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/client.hpp"
 #include "dtrain/rendezvous/etcd_backend.hpp"
+#include "handle.hpp"
+#include "in_place.hpp"
 
 namespace dtrain::coll {
 namespace {
-
-// Byte ranges [a, a+an) and [b, b+bn) share a byte.
-bool overlap(const void* a, std::size_t an, const void* b, std::size_t bn) {
-  if (a == nullptr || b == nullptr || an == 0 || bn == 0) return false;
-  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + bn && y < x + an;
-}
-
-// 0 for an invalid dtype: the engine reports it with the operation's name.
-std::size_t elem_size(dtrain_dtype_t dtype) { return valid_dtype(static_cast<int>(dtype)) ? dtype_size(dtype) : 0; }
-
-void check_allreduce_alias(const void* send, const void* recv, std::size_t count, dtrain_dtype_t dtype) {
-  const std::size_t bytes = count * elem_size(dtype);
-  if (send != recv && overlap(send, bytes, recv, bytes))
-    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                    "allreduce: sendbuf and recvbuf overlap without being the same pointer; pass the same pointer "
-                    "for in place, or separate buffers");
-}
-
-// The in-place forms of allgather (see the top of this file); true for send == recv (the extension).
-bool allgather_alias(const void* send, const void* recv, std::size_t sendcount, dtrain_dtype_t dtype, int rank,
-                     int size) {
-  if (send == nullptr || recv == nullptr) return false;  // the engine names the NULL buffer
-  const std::size_t bytes = sendcount * elem_size(dtype);
-  const auto* own = static_cast<const std::uint8_t*>(recv) + bytes * static_cast<std::size_t>(rank);
-  if (send == own || !overlap(send, bytes, recv, bytes * static_cast<std::size_t>(size))) return false;
-  if (send == recv) return true;
-  throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                  fmt::format("allgather: sendbuf overlaps recvbuf but is neither recvbuf + rank*sendcount "
-                              "(rank {}, the in-place layout) nor recvbuf; pass one of those or separate buffers",
-                              rank));
-}
-
-// The in-place forms of reduce_scatter; true for recv == send (the extension).
-bool reduce_scatter_alias(const void* send, const void* recv, std::size_t recvcount, dtrain_dtype_t dtype, int rank,
-                          int size) {
-  if (send == nullptr || recv == nullptr) return false;  // the engine names the NULL buffer
-  const std::size_t bytes = recvcount * elem_size(dtype);
-  const auto* own = static_cast<const std::uint8_t*>(send) + bytes * static_cast<std::size_t>(rank);
-  if (recv == own || !overlap(recv, bytes, send, bytes * static_cast<std::size_t>(size))) return false;
-  if (send == recv) return true;
-  throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                  fmt::format("reduce_scatter: recvbuf overlaps sendbuf but is neither sendbuf + rank*recvcount "
-                              "(rank {}, the in-place layout) nor sendbuf; pass one of those or separate buffers",
-                              rank));
-}
 
 // `etcd`: the store is the etcd backend's (DTRAIN_STORE_ADDR etcd://...), not the TCP store at o.store_host.
 dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out,
@@ -194,7 +149,7 @@ dtrain_status_t dtrain_allreduce(dtrain_comm_t comm, const void* sendbuf, void* 
                                  dtrain_dtype_t dtype, dtrain_op_t op, void* stream) {
   return guard([&] {
     Communicator& c = cpu_of(comm);
-    check_allreduce_alias(sendbuf, recvbuf, count, dtype);
+    check_same_or_apart("allreduce", sendbuf, recvbuf, count, dtype);
     if (on_device(sendbuf, recvbuf)) {
       nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
       return on_nccl(comm, [&] { n.allreduce(sendbuf, recvbuf, count, dtype, op, stream, c.premul_scale(op)); });

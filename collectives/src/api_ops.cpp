@@ -10,33 +10,7 @@
 #include <fmt/format.h>
 
 #include "handle.hpp"
-
-namespace dtrain::coll {
-namespace {
-
-bool overlap(const void* a, std::size_t an, const void* b, std::size_t bn) {
-  if (a == nullptr || b == nullptr || an == 0 || bn == 0) return false;
-  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + bn && y < x + an;
-}
-
-std::size_t elem_size(dtrain_dtype_t dtype) { return valid_dtype(static_cast<int>(dtype)) ? dtype_size(dtype) : 0; }
-
-// One block of `whole` (size x count elements) against `part` (count elements): either disjoint or
-// `part` is exactly block `rank`.
-void check_block_alias(const char* what, const void* part, const void* whole, std::size_t count, dtrain_dtype_t dtype,
-                       int rank, int size, const char* layout) {
-  const std::size_t bytes = count * elem_size(dtype);
-  const auto* own = static_cast<const std::uint8_t*>(whole) + bytes * static_cast<std::size_t>(rank);
-  if (part == own || !overlap(part, bytes, whole, bytes * static_cast<std::size_t>(size))) return;
-  throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                  fmt::format("{}: the buffers overlap but not in the in-place layout ({}, rank {}); pass that or "
-                              "separate buffers",
-                              what, layout, rank));
-}
-
-}  // namespace
-}  // namespace dtrain::coll
+#include "in_place.hpp"
 
 using namespace dtrain::coll;
 
@@ -62,11 +36,7 @@ dtrain_status_t dtrain_reduce(dtrain_comm_t comm, const void* sendbuf, void* rec
   return guard([&] {
     Communicator& c = cpu_of(comm);
     const bool at_root = c.rank() == root;
-    const std::size_t bytes = count * elem_size(dtype);
-    if (at_root && sendbuf != recvbuf && overlap(sendbuf, bytes, recvbuf, bytes))
-      throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                      "reduce: sendbuf and recvbuf overlap without being the same pointer; pass the same pointer for "
-                      "in place, or separate buffers");
+    if (at_root) check_same_or_apart("reduce", sendbuf, recvbuf, count, dtype);
     if (on_device(sendbuf, at_root ? recvbuf : nullptr)) {
       nccl::Comm& n = nccl_of(comm, sendbuf, at_root ? recvbuf : nullptr);
       return on_nccl(comm, [&] { n.reduce(sendbuf, recvbuf, count, dtype, op, c.premul_scale(op), root, stream); });

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "handle.hpp"
+#include "in_place.hpp"
 
 namespace dtrain::coll {
 namespace {
@@ -23,10 +24,7 @@ struct Direction {
 // The two buffers of a sendrecv share a byte (MPI forbids it too: the send would read what the
 // receive overwrites).
 bool overlap(const Direction& s, const Direction& r) {
-  if (s.buf == nullptr || r.buf == nullptr || !valid_dtype(s.dtype) || !valid_dtype(r.dtype)) return false;
-  const auto a = reinterpret_cast<std::uintptr_t>(s.buf), b = reinterpret_cast<std::uintptr_t>(r.buf);
-  const std::size_t an = s.count * dtype_size(s.dtype), bn = r.count * dtype_size(r.dtype);
-  return an != 0 && bn != 0 && a < b + bn && b < a + an;
+  return coll::overlap(s.buf, s.count * elem_size(s.dtype), r.buf, r.count * elem_size(r.dtype));
 }
 
 dtrain_status_t sendrecv(dtrain_comm_t comm, const Direction& s, const Direction& r, void* stream) {
