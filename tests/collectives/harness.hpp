@@ -8,9 +8,8 @@
 #include <functional>
 #include <string>
 #include <thread>
-#include <vector>
-
 #include <utility>
+#include <vector>
 
 #include "comm.hpp"
 #include "dtrain/rendezvous/store.hpp"
@@ -29,6 +28,15 @@ struct World {
   std::string run_id = "test";
   std::size_t slot_bytes = 1 << 20;
 };
+
+// A world of `size` ranks on one host with the engine `transport` picks (auto | tcp) and a deadline.
+inline World world_of(int size, const char* transport, std::chrono::milliseconds timeout) {
+  World w;
+  w.size = size;
+  w.transport = transport;
+  w.timeout = timeout;
+  return w;
+}
 
 inline CommConfig config_for(const World& w, int r) {
   CommConfig c;
@@ -83,4 +91,31 @@ inline void no_errors(const std::vector<std::string>& errors) {
   }
 }
 
+// The worlds of n ranks on each multi-rank engine: shared memory, TCP and, for an even n of 4 or
+// more, hierarchical (two ranks a host).
+inline std::vector<World> engine_worlds(int n) {
+  World shm;
+  shm.size = n;
+  World tcp = shm;
+  tcp.transport = "tcp";
+  std::vector<World> out{shm, tcp};
+  if (n >= 4 && n % 2 == 0) {
+    World hier = shm;
+    hier.local_size = 2;
+    out.push_back(hier);
+  }
+  return out;
+}
+
 }  // namespace dtrain::coll::test
+
+// The names every harness test uses (this header is included by test files only).
+using namespace dtrain::coll;
+using dtrain::coll::test::kAllDtypes;
+using dtrain::coll::test::engine_worlds;
+using dtrain::coll::test::no_errors;
+using dtrain::coll::test::run_ranks;
+using dtrain::coll::test::status_of;
+using dtrain::coll::test::World;
+using dtrain::coll::test::world_of;
+using namespace std::chrono_literals;

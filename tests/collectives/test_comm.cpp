@@ -13,14 +13,8 @@
 #include "harness.hpp"
 #include "reduce.hpp"
 
-using namespace dtrain::coll;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::World;
-
 namespace {
 
-constexpr dtrain_dtype_t kTypes[] = {DTRAIN_INT8,    DTRAIN_UINT8,    DTRAIN_INT32,   DTRAIN_INT64,
-                                     DTRAIN_FLOAT16, DTRAIN_BFLOAT16, DTRAIN_FLOAT32, DTRAIN_FLOAT64};
 constexpr dtrain_op_t kOps[] = {DTRAIN_SUM, DTRAIN_PROD, DTRAIN_MIN, DTRAIN_MAX, DTRAIN_AVG};
 
 void put(void* buf, std::size_t i, dtrain_dtype_t t, double v) {
@@ -132,7 +126,7 @@ void matrix(Communicator& comm, int r, Results& res) {
   const int n = comm.size();
   std::vector<std::uint8_t> send, recv;
   int call = 0;
-  for (auto t : kTypes) {
+  for (auto t : kAllDtypes) {
     const std::size_t esz = dtype_size(t);
     for (auto op : kOps) {
       for (std::size_t count : counts_for(t, op)) {

@@ -14,31 +14,7 @@
 
 #include "harness.hpp"
 
-using namespace dtrain::coll;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::status_of;
-using dtrain::coll::test::World;
-using namespace std::chrono_literals;
-
 namespace {
-
-// The engines of the matrix for n ranks: shm, tcp and, for an even n >= 4, hierarchical (two ranks a
-// host; the harness's hosts hold contiguous ranks).
-std::vector<World> worlds(int n) {
-  std::vector<World> out;
-  World shm;
-  shm.size = n;
-  out.push_back(shm);
-  World tcp = shm;
-  tcp.transport = "tcp";
-  out.push_back(tcp);
-  if (n >= 4 && n % 2 == 0) {
-    World hier = shm;
-    hier.local_size = 2;
-    out.push_back(hier);
-  }
-  return out;
-}
 
 std::string where(const World& w) { return fmt::format("size {} transport {} local_size {}", w.size, w.transport, w.local_size); }
 
@@ -132,7 +108,7 @@ std::string exercise(Communicator& c, int r) {
 TEST_SUITE("collectives::exchange") {
   TEST_CASE("every op on every engine, 1 to 3 ranks, against the known results") {
     for (int n : {1, 2, 3, 4})
-      for (const World& w : worlds(n)) {
+      for (const World& w : engine_worlds(n)) {
         CAPTURE(where(w));
         std::vector<std::string> wrong(static_cast<std::size_t>(n));
         auto errors = run_ranks(w, [&](Communicator& c, int r) { wrong[static_cast<std::size_t>(r)] = exercise(c, r); });
@@ -145,8 +121,8 @@ TEST_SUITE("collectives::exchange") {
   }
 
   TEST_CASE("mismatched calls are reported on the ranks that meet them, naming both") {
-    std::vector<World> all = worlds(3);
-    all.push_back(worlds(4).back());
+    std::vector<World> all = engine_worlds(3);
+    all.push_back(engine_worlds(4).back());
     for (const World& base : all) {
       for (int variant = 0; variant < 4; ++variant) {
         World w = base;
@@ -218,8 +194,8 @@ TEST_SUITE("collectives::exchange") {
   }
 
   TEST_CASE("a peer that left is reported, not waited for") {
-    std::vector<World> all = worlds(3);
-    all.push_back(worlds(4).back());
+    std::vector<World> all = engine_worlds(3);
+    all.push_back(engine_worlds(4).back());
     for (const World& base : all) {
       World w = base;
       w.timeout = 60s;
@@ -245,7 +221,7 @@ TEST_SUITE("collectives::exchange") {
   }
 
   TEST_CASE("a message sent before gather, scatter or alltoall is received after it") {
-    for (const World& w : {worlds(3)[0], worlds(3)[1], worlds(4)[2]}) {
+    for (const World& w : {engine_worlds(3)[0], engine_worlds(3)[1], engine_worlds(4)[2]}) {
       CAPTURE(where(w));
       std::vector<std::string> wrong(static_cast<std::size_t>(w.size));
       auto errors = run_ranks(w, [&](Communicator& c, int r) {

@@ -11,12 +11,6 @@
 
 #include "harness.hpp"
 
-using namespace dtrain::coll;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::status_of;
-using dtrain::coll::test::World;
-using namespace std::chrono_literals;
-
 namespace {
 
 std::vector<std::string> shm_entries(const std::string& stem) {
@@ -39,10 +33,7 @@ TEST_SUITE("collectives::failures") {
       for (int variant = 0; variant < 5; ++variant) {
         CAPTURE(transport);
         CAPTURE(variant);
-        World w;
-        w.size = 3;
-        w.transport = transport;
-        w.timeout = 20s;
+        World w = world_of(3, transport, 20s);
         std::vector<dtrain_status_t> st(3, DTRAIN_SUCCESS), after(3, DTRAIN_SUCCESS);
         std::vector<std::string> text(3);
         auto errors = run_ranks(w, [&](Communicator& c, int r) {
@@ -81,10 +72,7 @@ TEST_SUITE("collectives::failures") {
   TEST_CASE("a rank that never arrives: the others time out naming it and where everyone is") {
     for (const char* transport : kEngines) {
       CAPTURE(transport);
-      World w;
-      w.size = 3;
-      w.transport = transport;
-      w.timeout = 1500ms;
+      World w = world_of(3, transport, 1500ms);
       std::vector<std::string> text(3);
       std::vector<dtrain_status_t> st(3, DTRAIN_SUCCESS);
       std::atomic<int> done{0};

@@ -78,80 +78,80 @@ constexpr const char* kTransports[] = {"auto", "tcp"};
 constexpr int kSizes[] = {1, 2, 3, 4};
 constexpr std::size_t kCounts[] = {0, 1, 5, 3001};
 
+// Runs body on every engine (kTransports) and world size (kSizes), checking every rank's text.
+void on_every_world(const std::function<std::string(dtrain_comm_t, int, int)>& body) {
+  for (const char* transport : kTransports)
+    for (int size : kSizes) {
+      CAPTURE(transport);
+      CAPTURE(size);
+      check_all(run_ranks(size, transport, body));
+    }
+}
+
 }  // namespace
 
 TEST_SUITE("collectives::inplace") {
   TEST_CASE("allgather: send == recv + rank*sendcount and send == recv give the out-of-place result") {
     SmallSlots slots;
-    for (const char* transport : kTransports)
-      for (int size : kSizes) {
-        CAPTURE(transport);
-        CAPTURE(size);
-        check_all(run_ranks(size, transport, [](dtrain_comm_t comm, int rank, int n) -> std::string {
-          for (std::size_t count : kCounts) {
-            const std::size_t total = count * static_cast<std::size_t>(n);
-            std::vector<std::int32_t> send(count), want(total), nccl(total, -1), same(total, -1);
-            for (std::size_t i = 0; i < count; ++i) send[i] = value(rank, i);
-            for (int r = 0; r < n; ++r)
-              for (std::size_t i = 0; i < count; ++i) want[static_cast<std::size_t>(r) * count + i] = value(r, i);
-            std::vector<std::int32_t> out(total, -1);
-            if (auto st = dtrain_allgather(comm, send.data(), out.data(), count, DTRAIN_INT32, nullptr)) return status_text(st, "out of place");
-            if (out != want) return fmt::format("out of place: wrong result at count {}", count);
-            // NCCL's layout: this rank's contribution already sits in its own block.
-            for (std::size_t i = 0; i < count; ++i) nccl[static_cast<std::size_t>(rank) * count + i] = value(rank, i);
-            if (auto st = dtrain_allgather(comm, nccl.data() + static_cast<std::size_t>(rank) * count, nccl.data(), count,
-                                           DTRAIN_INT32, nullptr))
-              return status_text(st, "send == recv + rank*count");
-            if (nccl != want) return fmt::format("send == recv + rank*count: wrong result at count {}", count);
-            // send == recv: the contribution is the first count elements.
-            for (std::size_t i = 0; i < count; ++i) same[i] = value(rank, i);
-            if (auto st = dtrain_allgather(comm, same.data(), same.data(), count, DTRAIN_INT32, nullptr))
-              return status_text(st, "send == recv");
-            if (same != want) return fmt::format("send == recv: wrong result at count {}", count);
-          }
-          return "";
-        }));
+    on_every_world([](dtrain_comm_t comm, int rank, int n) -> std::string {
+      for (std::size_t count : kCounts) {
+        const std::size_t total = count * static_cast<std::size_t>(n);
+        std::vector<std::int32_t> send(count), want(total), nccl(total, -1), same(total, -1);
+        for (std::size_t i = 0; i < count; ++i) send[i] = value(rank, i);
+        for (int r = 0; r < n; ++r)
+          for (std::size_t i = 0; i < count; ++i) want[static_cast<std::size_t>(r) * count + i] = value(r, i);
+        std::vector<std::int32_t> out(total, -1);
+        if (auto st = dtrain_allgather(comm, send.data(), out.data(), count, DTRAIN_INT32, nullptr)) return status_text(st, "out of place");
+        if (out != want) return fmt::format("out of place: wrong result at count {}", count);
+        // NCCL's layout: this rank's contribution already sits in its own block.
+        for (std::size_t i = 0; i < count; ++i) nccl[static_cast<std::size_t>(rank) * count + i] = value(rank, i);
+        if (auto st = dtrain_allgather(comm, nccl.data() + static_cast<std::size_t>(rank) * count, nccl.data(), count,
+                                       DTRAIN_INT32, nullptr))
+          return status_text(st, "send == recv + rank*count");
+        if (nccl != want) return fmt::format("send == recv + rank*count: wrong result at count {}", count);
+        // send == recv: the contribution is the first count elements.
+        for (std::size_t i = 0; i < count; ++i) same[i] = value(rank, i);
+        if (auto st = dtrain_allgather(comm, same.data(), same.data(), count, DTRAIN_INT32, nullptr))
+          return status_text(st, "send == recv");
+        if (same != want) return fmt::format("send == recv: wrong result at count {}", count);
       }
+      return "";
+    });
   }
 
   TEST_CASE("reduce_scatter: recv == send + rank*recvcount and recv == send give the out-of-place result") {
     SmallSlots slots;
-    for (const char* transport : kTransports)
-      for (int size : kSizes) {
-        CAPTURE(transport);
-        CAPTURE(size);
-        check_all(run_ranks(size, transport, [](dtrain_comm_t comm, int rank, int n) -> std::string {
-          for (std::size_t count : kCounts) {
-            const std::size_t total = count * static_cast<std::size_t>(n);
-            std::vector<std::int32_t> input(total);
-            for (std::size_t i = 0; i < total; ++i) input[i] = value(rank, i);
-            std::vector<std::int32_t> want(count);
-            for (std::size_t i = 0; i < count; ++i) {
-              std::int64_t s = 0;
-              for (int r = 0; r < n; ++r) s += value(r, static_cast<std::size_t>(rank) * count + i);
-              want[i] = static_cast<std::int32_t>(s);
-            }
-            std::vector<std::int32_t> out(count, -1);
-            if (auto st = dtrain_reduce_scatter(comm, input.data(), out.data(), count, DTRAIN_INT32, DTRAIN_SUM, nullptr))
-              return status_text(st, "out of place");
-            if (out != want) return fmt::format("out of place: wrong result at count {}", count);
-            // NCCL's layout: the result lands in this rank's own block of the send buffer.
-            std::vector<std::int32_t> nccl = input;
-            auto* own = nccl.data() + static_cast<std::size_t>(rank) * count;
-            if (auto st = dtrain_reduce_scatter(comm, nccl.data(), own, count, DTRAIN_INT32, DTRAIN_SUM, nullptr))
-              return status_text(st, "recv == send + rank*count");
-            if (std::vector<std::int32_t>(own, own + count) != want)
-              return fmt::format("recv == send + rank*count: wrong result at count {}", count);
-            // recv == send: the result lands in the first count elements.
-            std::vector<std::int32_t> same = input;
-            if (auto st = dtrain_reduce_scatter(comm, same.data(), same.data(), count, DTRAIN_INT32, DTRAIN_SUM, nullptr))
-              return status_text(st, "recv == send");
-            if (std::vector<std::int32_t>(same.begin(), same.begin() + static_cast<std::ptrdiff_t>(count)) != want)
-              return fmt::format("recv == send: wrong result at count {}", count);
-          }
-          return "";
-        }));
+    on_every_world([](dtrain_comm_t comm, int rank, int n) -> std::string {
+      for (std::size_t count : kCounts) {
+        const std::size_t total = count * static_cast<std::size_t>(n);
+        std::vector<std::int32_t> input(total);
+        for (std::size_t i = 0; i < total; ++i) input[i] = value(rank, i);
+        std::vector<std::int32_t> want(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          std::int64_t s = 0;
+          for (int r = 0; r < n; ++r) s += value(r, static_cast<std::size_t>(rank) * count + i);
+          want[i] = static_cast<std::int32_t>(s);
+        }
+        std::vector<std::int32_t> out(count, -1);
+        if (auto st = dtrain_reduce_scatter(comm, input.data(), out.data(), count, DTRAIN_INT32, DTRAIN_SUM, nullptr))
+          return status_text(st, "out of place");
+        if (out != want) return fmt::format("out of place: wrong result at count {}", count);
+        // NCCL's layout: the result lands in this rank's own block of the send buffer.
+        std::vector<std::int32_t> nccl = input;
+        auto* own = nccl.data() + static_cast<std::size_t>(rank) * count;
+        if (auto st = dtrain_reduce_scatter(comm, nccl.data(), own, count, DTRAIN_INT32, DTRAIN_SUM, nullptr))
+          return status_text(st, "recv == send + rank*count");
+        if (std::vector<std::int32_t>(own, own + count) != want)
+          return fmt::format("recv == send + rank*count: wrong result at count {}", count);
+        // recv == send: the result lands in the first count elements.
+        std::vector<std::int32_t> same = input;
+        if (auto st = dtrain_reduce_scatter(comm, same.data(), same.data(), count, DTRAIN_INT32, DTRAIN_SUM, nullptr))
+          return status_text(st, "recv == send");
+        if (std::vector<std::int32_t>(same.begin(), same.begin() + static_cast<std::ptrdiff_t>(count)) != want)
+          return fmt::format("recv == send: wrong result at count {}", count);
       }
+      return "";
+    });
   }
 
   TEST_CASE("allreduce and broadcast with send == recv") {

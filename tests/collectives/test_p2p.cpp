@@ -14,17 +14,7 @@
 
 #include "harness.hpp"
 
-using namespace dtrain::coll;
-using dtrain::coll::test::no_errors;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::status_of;
-using dtrain::coll::test::World;
-using namespace std::chrono_literals;
-
 namespace {
-
-constexpr dtrain_dtype_t kTypes[] = {DTRAIN_INT8,    DTRAIN_UINT8,    DTRAIN_INT32,   DTRAIN_INT64,
-                                     DTRAIN_FLOAT16, DTRAIN_BFLOAT16, DTRAIN_FLOAT32, DTRAIN_FLOAT64};
 
 // The engines under test: name, world, expected engine name.
 struct Setup {
@@ -75,7 +65,7 @@ TEST_SUITE("collectives::p2p") {
         }
         const int n = c.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
         int seq = 0;
-        for (dtrain_dtype_t t : kTypes)
+        for (dtrain_dtype_t t : kAllDtypes)
           for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{1000},
                                     std::size_t{65537}, std::size_t{(3u << 20) / dtype_size(t) + 5}}) {
             if (count > 100000 && t != DTRAIN_FLOAT64 && t != DTRAIN_INT8) continue;

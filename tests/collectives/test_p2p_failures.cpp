@@ -10,13 +10,6 @@
 
 #include "harness.hpp"
 
-using namespace dtrain::coll;
-using dtrain::coll::test::no_errors;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::status_of;
-using dtrain::coll::test::World;
-using namespace std::chrono_literals;
-
 namespace {
 
 std::vector<World> worlds(int size, std::chrono::milliseconds timeout) {

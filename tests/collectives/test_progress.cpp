@@ -14,8 +14,6 @@
 #include "dtrain/common/progress_page.hpp"
 #include "harness.hpp"
 
-using namespace dtrain::coll;
-
 TEST_SUITE("collectives::progress") {
   TEST_CASE("each new call is published under its own name and number") {
     char path[] = "/tmp/dtrain-progress-XXXXXX";

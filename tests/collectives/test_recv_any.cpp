@@ -15,23 +15,7 @@
 
 #include "harness.hpp"
 
-using namespace dtrain::coll;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::status_of;
-using dtrain::coll::test::World;
-using namespace std::chrono_literals;
-
 namespace {
-
-std::vector<World> engines() {
-  World shm;
-  shm.size = 4;
-  World tcp = shm;
-  tcp.transport = "tcp";
-  World hier = shm;
-  hier.local_size = 2;
-  return {shm, tcp, hier};
-}
 
 P2pArgs send_to(int peer, int tag, const std::vector<int>& v) {
   P2pArgs a;
@@ -47,7 +31,7 @@ P2pArgs send_to(int peer, int tag, const std::vector<int>& v) {
 
 TEST_SUITE("collectives::recv_any") {
   TEST_CASE("every sender's message, in arrival order, with its source; other tags left for their receive") {
-    for (const World& w : engines()) {
+    for (const World& w : engine_worlds(4)) {
       CAPTURE(w.transport);
       CAPTURE(w.local_size);
       std::vector<std::string> wrong(4);
@@ -100,10 +84,7 @@ TEST_SUITE("collectives::recv_any") {
   TEST_CASE("a count that does not match the message is a mismatch; nothing arriving a timeout") {
     for (const char* transport : {"auto", "tcp"}) {
       CAPTURE(transport);
-      World w;
-      w.size = 2;
-      w.transport = transport;
-      w.timeout = 1500ms;
+      World w = world_of(2, transport, 1500ms);
       std::vector<std::pair<dtrain_status_t, std::string>> got(2);
       run_ranks(w, [&](Communicator& c, int r) {
         std::vector<int> v(10, 1);

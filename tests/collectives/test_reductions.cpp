@@ -17,12 +17,6 @@
 #include "harness.hpp"
 #include "reduce.hpp"
 
-using namespace dtrain::coll;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::status_of;
-using dtrain::coll::test::World;
-using namespace std::chrono_literals;
-
 namespace {
 
 std::vector<World> engines() {
@@ -263,10 +257,7 @@ TEST_SUITE("collectives::reductions") {
 
   TEST_CASE("ranks that disagree on premul_sum against sum are a mismatch") {
     for (const char* transport : {"auto", "tcp"}) {
-      World w;
-      w.size = 2;
-      w.transport = transport;
-      w.timeout = 20s;
+      World w = world_of(2, transport, 20s);
       std::vector<std::pair<dtrain_status_t, std::string>> got(2);
       run_ranks(w, [&](Communicator& c, int r) {
         float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8];

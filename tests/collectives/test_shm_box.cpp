@@ -19,10 +19,6 @@
 #include "harness.hpp"
 #include "reduce.hpp"
 
-using namespace dtrain::coll;
-using namespace dtrain::coll::test;
-using namespace std::chrono_literals;
-
 namespace {
 
 const dtrain_op_t kOps[] = {DTRAIN_SUM, DTRAIN_PROD, DTRAIN_MIN, DTRAIN_MAX, DTRAIN_AVG};

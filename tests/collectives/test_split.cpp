@@ -12,13 +12,6 @@
 
 #include "harness.hpp"
 
-using namespace dtrain::coll;
-using dtrain::coll::test::no_errors;
-using dtrain::coll::test::run_ranks;
-using dtrain::coll::test::status_of;
-using dtrain::coll::test::World;
-using namespace std::chrono_literals;
-
 namespace {
 
 // What one rank saw of its group.
@@ -157,10 +150,7 @@ TEST_SUITE("collectives::split") {
   TEST_CASE("a split where another rank calls a collective is a mismatch on every rank") {
     for (const char* transport : {"auto", "tcp"}) {
       CAPTURE(transport);
-      World w;
-      w.size = 3;
-      w.transport = transport;
-      w.timeout = 20s;
+      World w = world_of(3, transport, 20s);
       std::vector<std::string> texts(3);
       auto errors = run_ranks(w, [&](Communicator& c, int r) {
         try {
