@@ -4,7 +4,7 @@
 
 namespace dtrain_torch {
 
-OpQueue::OpQueue(std::function<void(DtrainWork&)> before) : before_(std::move(before)) {
+OpQueue::OpQueue(DtrainWork::Body before, DtrainWork::Pair pair) : before_(std::move(before)), pair_(std::move(pair)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -15,6 +15,19 @@ void OpQueue::push(c10::intrusive_ptr<DtrainWork> work) {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!stopping_, "dtrain backend: ", work->name(), " on a process group that is being destroyed");
     queue_.push_back(std::move(work));
+  }
+  cv_.notify_one();
+}
+
+void OpQueue::hold() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  held_ = true;
+}
+
+void OpQueue::release() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ = false;
   }
   cv_.notify_one();
 }
@@ -39,15 +52,23 @@ void OpQueue::loop() {
   // Grad mode is per thread: the ops write into tensors (parameters too) outside autograd here.
   c10::AutoGradMode no_grad(false);
   for (;;) {
-    c10::intrusive_ptr<DtrainWork> work;
+    c10::intrusive_ptr<DtrainWork> work, partner;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      cv_.wait(lock, [this] { return stopping_ || (!held_ && !queue_.empty()); });
       if (queue_.empty()) return;
       work = std::move(queue_.front());
       queue_.pop_front();
+      if (!queue_.empty() && work->pairs_with(*queue_.front())) {
+        partner = std::move(queue_.front());
+        queue_.pop_front();
+      }
     }
-    work->execute(before_);
+    if (partner) {
+      DtrainWork::execute_pair(*work, *partner, before_, pair_);
+    } else {
+      work->execute(before_);
+    }
   }
 }
 

@@ -31,7 +31,8 @@ ProcessGroupDtrain::ProcessGroupDtrain(const c10::intrusive_ptr<c10d::Store>& st
                              dtrain_status_string(st) + ")");
   }
   current_timeout_s_ = config.timeout_s;
-  queue_ = std::make_unique<OpQueue>([this](DtrainWork& w) { apply_timeout(w); });
+  queue_ = std::make_unique<OpQueue>([this](DtrainWork& w) { apply_timeout(w); },
+                                     [this](DtrainWork& s, DtrainWork& r) { run_pair(s, r); });
   init();
 }
 
@@ -42,8 +43,10 @@ ProcessGroupDtrain::~ProcessGroupDtrain() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::enqueue(c10d::OpType type, const char* name,
                                                            std::vector<at::Tensor> outputs,
-                                                           std::chrono::milliseconds timeout, DtrainWork::Body body) {
+                                                           std::chrono::milliseconds timeout, DtrainWork::Body body,
+                                                           std::optional<DtrainWork::PointToPoint> p2p) {
   auto work = c10::make_intrusive<DtrainWork>(rank_, type, name, std::move(outputs), timeout, std::move(body));
+  if (p2p) work->set_p2p(std::move(*p2p));
   queue_->push(work);
   return work;
 }

@@ -22,6 +22,9 @@ class ProcessGroupDtrain : public c10d::ProcessGroup {
   ~ProcessGroupDtrain() override;
 
   const std::string getBackendName() const override { return "dtrain"; }
+  // batch_isend_irecv: the batch runs once it is all queued (a send next to a receive runs with it).
+  void startCoalescing() override { queue_->hold(); }
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) override { queue_->release(); }
 
   // Reductions (process_group_reduce.cpp)
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -69,7 +72,10 @@ class ProcessGroupDtrain : public c10d::ProcessGroup {
  private:
   // Queues body as the group's next op; `outputs` complete its future.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
-                                         std::chrono::milliseconds timeout, DtrainWork::Body body);
+                                         std::chrono::milliseconds timeout, DtrainWork::Body body,
+                                         std::optional<DtrainWork::PointToPoint> p2p = std::nullopt);
+  // On the group's thread: a queued send and receive as one dtrain_sendrecv (process_group_p2p.cpp).
+  void run_pair(DtrainWork& send, DtrainWork& recv);
   // On the group's thread: the op's deadline onto the communicator.
   void apply_timeout(DtrainWork& work);
   // On the group's thread: throws, naming the rank, the group and what dtrain said, unless st is

@@ -22,7 +22,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::send(std::vector<at::Tensor>&
     const at::Tensor src = t.contiguous();
     const Span sp = span_of(src, false, op);
     check(dtrain_send(comm_, sp.ptr, sp.count, sp.dtype, dst, tag, nullptr), op);
-  });
+  }, DtrainWork::PointToPoint{true, t, dst, tag});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
@@ -36,7 +36,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::recv(std::vector<at::Tensor>&
     check(dtrain_recv(comm_, sp.ptr, sp.count, sp.dtype, src, tag, nullptr), op);
     s.copy_back();
     w.set_source_rank(src);
-  });
+  }, DtrainWork::PointToPoint{false, t, src, tag});
+}
+
+void ProcessGroupDtrain::run_pair(DtrainWork& send, DtrainWork& recv) {
+  const DtrainWork::PointToPoint& s = *send.p2p();
+  const DtrainWork::PointToPoint& r = *recv.p2p();
+  const at::Tensor src = s.tensor.contiguous();
+  Staged dst(r.tensor);
+  const Span a = span_of(src, false, "send");
+  const Span b = span_of(dst.buf, false, "recv");
+  check(dtrain_sendrecv(comm_, a.ptr, a.count, a.dtype, s.peer, s.tag, b.ptr, b.count, b.dtype, r.peer, r.tag,
+                        nullptr),
+        "send and recv (run together)");
+  dst.copy_back();
+  recv.set_source_rank(r.peer);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {

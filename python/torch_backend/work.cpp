@@ -30,6 +30,24 @@ void DtrainWork::execute(const Body& before) {
   complete(error);
 }
 
+void DtrainWork::execute_pair(DtrainWork& first, DtrainWork& second, const Body& before, const Pair& pair) {
+  std::exception_ptr error;
+  try {
+    if (before) before(first);
+    if (first.p2p_->send) {
+      pair(first, second);
+    } else {
+      pair(second, first);
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  first.body_ = nullptr;
+  second.body_ = nullptr;
+  first.complete(error);
+  second.complete(error);
+}
+
 void DtrainWork::cancel(std::exception_ptr error) {
   body_ = nullptr;
   complete(error);

@@ -33,7 +33,6 @@ warnings.filterwarnings("ignore", message=".*(deprecated|private function).*", c
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
           torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
 FLOATING = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
-INTEGRAL = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
 
 def parse_args():
@@ -56,16 +55,6 @@ def init(args):
     return dist.get_rank(), dist.get_world_size()
 
 
-def _exports():
-    """The names libdtrain_collectives exports, of those the backend binds weakly (DTRAIN_0.3)."""
-    import ctypes
-    import dtrain
-    lib = ctypes.CDLL(dtrain.library_info().path)
-    names = ["dtrain_redop_create_premul_sum", "dtrain_reduce", "dtrain_gather", "dtrain_scatter", "dtrain_alltoall",
-             "dtrain_alltoallv", "dtrain_recv_any"]
-    return {n for n in names if hasattr(lib, n)}
-
-
 class Checks:
     """Counts checks; a failed one raises AssertionError naming the rank and what differed."""
 
@@ -73,15 +62,6 @@ class Checks:
         self.rank = rank
         self.count = 0
         self.gloo = 0
-        self.exports = _exports()
-        self.not_run = set()
-
-    def has(self, *names):
-        """Whether the library exports these entry points; the checks that need a missing one are
-        reported as not run."""
-        missing = [n for n in names if n not in self.exports]
-        self.not_run.update(missing)
-        return not missing
 
     def true(self, cond, what):
         self.count += 1

@@ -5,7 +5,7 @@ tcp://). Exit 0 when every check passed; a failure names the rank and the op."""
 
 import time
 
-from torch_common import (DTYPES, FLOATING, INTEGRAL, Checks, data, dist, init, parse_args, reference,
+from torch_common import (DTYPES, FLOATING, Checks, data, dist, init, parse_args, reference,
                           run_main, torch)
 import torch_ops_more
 
@@ -65,14 +65,12 @@ def check_allreduce(c, G):
                 g = mine.clone()
                 if gloo_try(c, lambda: dist.all_reduce(g, op=op, group=G.gloo)) is not None:
                     c.equal(t, g, what + " (against gloo)")
-        if (dtype in FLOATING or dtype.is_complex) and c.has("dtrain_redop_create_premul_sum"):
+        if (dtype in FLOATING or dtype.is_complex):
             t = mine.clone()
             dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5), group=G.g)
             c.equal(t, reference("premul", all_data, dtype, 0.5), f"{G.name}: all_reduce PREMUL_SUM {dtype}",
                     tolerance(dtype, "premul"))
     # the factor as a 1-element tensor, and a large buffer (past the small-message paths)
-    if not c.has("dtrain_redop_create_premul_sum"):
-        return
     t = data(G.rank, torch.float64, 1 << 18)
     dist.all_reduce(t, op=dist._make_nccl_premul_sum([torch.tensor([2.0], dtype=torch.float64)]), group=G.g)
     c.equal(t, reference("premul", [data(r, torch.float64, 1 << 18) for r in range(G.size)], torch.float64, 2.0),
@@ -103,7 +101,7 @@ def check_coalesced_and_reduce(c, G):
         want = reference(R.MAX, [data(r, torch.float64, 8 * (i + 1))[: torch.Size(s).numel()].reshape(s)
                                  for r in range(G.size)], torch.float64)
         c.equal(ts[i], want, f"{G.name}: all_reduce_coalesced tensor {i}")
-    for root in range(G.size if c.has("dtrain_reduce") else 0):
+    for root in range(G.size):
         for dtype, op in ((torch.float32, R.SUM), (torch.int16, R.MAX), (torch.bfloat16, R.PRODUCT),
                           (torch.int64, R.BXOR), (torch.float64, R.AVG)):
             t = data(G.rank, dtype)
@@ -127,8 +125,6 @@ def check_broadcast_gather(c, G):
         big = data(G.rank, torch.float32, 1 << 20)
         dist.broadcast(big, G.global_rank(root), group=G.g)
         c.equal(big, data(root, torch.float32, 1 << 20), f"{G.name}: broadcast 4 MiB from {root}")
-        if not c.has("dtrain_gather", "dtrain_scatter"):
-            continue
         # gather and scatter
         outs = [torch.zeros(5, dtype=torch.int64) for _ in range(G.size)] if G.rank == root else None
         dist.gather(data(G.rank, torch.int64, 5), outs, dst=G.global_rank(root), group=G.g)
@@ -189,8 +185,6 @@ def main():
     dist.destroy_process_group()
     print(f"rank {rank}: {c.count} checks passed ({c.gloo} gloo comparisons) on {world} ranks "
           f"in {time.monotonic() - start:.1f} s", flush=True)
-    if c.not_run:
-        print(f"rank {rank}: not run (the library lacks {', '.join(sorted(c.not_run))})", flush=True)
 
 
 if __name__ == "__main__":
