@@ -155,6 +155,7 @@ void JobMachine::on_drained(const job::Drained& in, Actions& out) {
       bool blamed = *root_->peer_failure < 0 || w.rank == *root_->peer_failure;
       if (!blamed || w.peer_failure || !self_inflicted(w)) continue;
       std::swap(*root_, w);
+      out.emplace_back(job::LocalFailure{*root_});  // the other nodes hear of it too (they heard the first)
       break;
     }
   }

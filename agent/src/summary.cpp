@@ -130,7 +130,8 @@ std::string summary_json(const AgentResult& r) {
   j["root_cause"] = r.root_cause ? exit_json(*r.root_cause) : nlohmann::json(nullptr);
   j["other_failures"] = nlohmann::json::array();
   for (const auto& w : r.other_failures) j["other_failures"].push_back(exit_json(w));
-  return j.dump(2) + "\n";
+  // a worker's bytes need not be UTF-8 (nor a line cut in the middle of a character): replaced, not thrown
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 void write_summary(const AgentResult& r, int stderr_fd, const std::string& json_path) {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "agent_test_util.hpp"
 #include "failure_report.hpp"
@@ -160,5 +161,22 @@ TEST_SUITE("agent::failure_report") {
     CHECK(python_interpreter({"direct"}, path, t.path) == "/usr/bin/python3.11");
     CHECK(python_interpreter({"shell"}, path, t.path).empty());
     CHECK(python_interpreter({"python9.9-absent"}, path, t.path) == "python9.9-absent");
+  }
+
+  TEST_CASE("the JSON summary survives bytes that are not UTF-8 (a worker's, or a line cut mid-character)") {
+    AgentResult r;
+    r.exit_code = 1;
+    WorkerExit w;
+    w.rank = 0;
+    w.exit_code = 1;
+    w.last_stderr = {"caf\xc3", "\xff\xfe binary"};
+    w.first_exception = {"Traceback (most recent call last):", "ValueError: caf\xc3"};
+    r.root_cause = w;
+    std::string js;
+    REQUIRE_NOTHROW(js = summary_json(r));
+    auto j = nlohmann::json::parse(js, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j["root_cause"]["error"]["source"] == "first_exception");
+    CHECK(j["root_cause"]["last_stderr"][0] == "caf\xef\xbf\xbd");  // U+FFFD
   }
 }

@@ -190,6 +190,10 @@ TEST_SUITE("agent::root_cause") {
     const auto* fin = std::get_if<job::Finish>(&out.back());
     REQUIRE(fin);
     CHECK(fin->exit_code == 137);
+    // reported too: on several nodes the others must hear of the failure that is the root cause
+    const auto* rep = std::get_if<job::LocalFailure>(&out.front());
+    REQUIRE(rep);
+    CHECK(rep->exit.rank == 3);
     SUBCASE("a peer stopped by dtrain's own SIGTERM is not the cause") {
       JobMachine n(JobPolicy{});
       n.on(job::Start{});

@@ -62,6 +62,9 @@ TEST_CASE("a rank SIGKILLed mid-collective: both nodes name it and exit 137, run
     CAPTURE(e1);
     CHECK(rc0 == 137);
     CHECK(rc1 == 137);
+    std::string raw0 = agent_test::slurp(j.t / "summary0.json"), raw1 = agent_test::slurp(j.t / "summary1.json");
+    CAPTURE(raw0);
+    CAPTURE(raw1);
     auto s0 = summary_of(j, 0), s1 = summary_of(j, 1);
     REQUIRE(s0.is_object());
     REQUIRE(s1.is_object());
