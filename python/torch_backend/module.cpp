@@ -20,6 +20,7 @@ PYBIND11_MODULE(_torch_backend, m) {
   m.def("create", &create, pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"),
         pybind11::arg("timeout_s"), pybind11::arg("name"), pybind11::call_guard<pybind11::gil_scoped_release>(),
         "A process group of `size` ranks over the group's c10d store (collective)");
-  m.def("library_version", [] { return std::string(dtrain_version()); },
-        "The version of the libdtrain_collectives the backend runs on");
+  m.def(
+      "library_version", [] { return std::string(dtrain_version()); },
+      "The version of the libdtrain_collectives the backend runs on");
 }

@@ -63,8 +63,7 @@ void ProcessGroupDtrain::check(dtrain_status_t st, const char* op) const {
   const char* text = dtrain_last_error();
   throw std::runtime_error("dtrain backend: " + std::string(op) + " failed on rank " + std::to_string(rank_) +
                            " of group '" + name_ + "' (" + std::to_string(size_) +
-                           " ranks): " + (text && *text ? text : "no details") + " (" + dtrain_status_string(st) +
-                           ")");
+                           " ranks): " + (text && *text ? text : "no details") + " (" + dtrain_status_string(st) + ")");
 }
 
 void ProcessGroupDtrain::require(const void* fn, const char* symbol, const char* op) const {

@@ -55,24 +55,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::alltoall_base(at::Tensor& out
   const bool even = input_splits.empty() && output_splits.empty();
   at::Tensor out = output;
   at::Tensor in = input;
-  return enqueue(c10d::OpType::ALLTOALL_BASE, op, {output}, opts.timeout, [this, out, in, send, recv, even](DtrainWork&) {
-    const at::Tensor src = in.contiguous();
-    Staged s(out);
-    const Span sp = span_of(src, false, op);
-    const Span dp = span_of(s.buf, false, op);
-    if (even) {
-      require(DTRAIN_TORCH_FN(dtrain_alltoall), op);
-      TORCH_CHECK(sp.count == dp.count, "dtrain backend: ", op, " with equal splits takes input and output of one size");
-      check(dtrain_alltoall(comm_, sp.ptr, dp.ptr, sp.count / static_cast<size_t>(size_), sp.dtype, nullptr), op);
-    } else {
-      require(DTRAIN_TORCH_FN(dtrain_alltoallv), op);
-      const std::vector<size_t> sd = displacements(send);
-      const std::vector<size_t> rd = displacements(recv);
-      check(dtrain_alltoallv(comm_, sp.ptr, send.data(), sd.data(), dp.ptr, recv.data(), rd.data(), sp.dtype, nullptr),
-            op);
-    }
-    s.copy_back();
-  });
+  return enqueue(
+      c10d::OpType::ALLTOALL_BASE, op, {output}, opts.timeout, [this, out, in, send, recv, even](DtrainWork&) {
+        const at::Tensor src = in.contiguous();
+        Staged s(out);
+        const Span sp = span_of(src, false, op);
+        const Span dp = span_of(s.buf, false, op);
+        if (even) {
+          require(DTRAIN_TORCH_FN(dtrain_alltoall), op);
+          TORCH_CHECK(sp.count == dp.count, "dtrain backend: ", op,
+                      " with equal splits takes input and output of one size");
+          check(dtrain_alltoall(comm_, sp.ptr, dp.ptr, sp.count / static_cast<size_t>(size_), sp.dtype, nullptr), op);
+        } else {
+          require(DTRAIN_TORCH_FN(dtrain_alltoallv), op);
+          const std::vector<size_t> sd = displacements(send);
+          const std::vector<size_t> rd = displacements(recv);
+          check(dtrain_alltoallv(comm_, sp.ptr, send.data(), sd.data(), dp.ptr, recv.data(), rd.data(), sp.dtype,
+                                 nullptr),
+                op);
+        }
+        s.copy_back();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::alltoall(std::vector<at::Tensor>& outputs,

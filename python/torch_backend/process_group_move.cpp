@@ -11,8 +11,8 @@ void check_same(const std::vector<at::Tensor>& ts, const at::Tensor& like, const
   for (const auto& t : ts) {
     check_tensor(t, op);
     TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "dtrain backend: ", op, " takes ",
-                what, " of the input's size and dtype (", like.numel(), " x ", like.scalar_type(), "), got ",
-                t.numel(), " x ", t.scalar_type());
+                what, " of the input's size and dtype (", like.numel(), " x ", like.scalar_type(), "), got ", t.numel(),
+                " x ", t.scalar_type());
   }
 }
 

@@ -18,11 +18,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::send(std::vector<at::Tensor>&
   check_single(tensors, op);
   check_peer(dst, size_, rank_, op);
   at::Tensor t = tensors[0];
-  return enqueue(c10d::OpType::SEND, op, tensors, c10d::kUnsetTimeout, [this, t, dst, tag](DtrainWork&) {
-    const at::Tensor src = t.contiguous();
-    const Span sp = span_of(src, false, op);
-    check(dtrain_send(comm_, sp.ptr, sp.count, sp.dtype, dst, tag, nullptr), op);
-  }, DtrainWork::PointToPoint{true, t, dst, tag});
+  return enqueue(
+      c10d::OpType::SEND, op, tensors, c10d::kUnsetTimeout,
+      [this, t, dst, tag](DtrainWork&) {
+        const at::Tensor src = t.contiguous();
+        const Span sp = span_of(src, false, op);
+        check(dtrain_send(comm_, sp.ptr, sp.count, sp.dtype, dst, tag, nullptr), op);
+      },
+      DtrainWork::PointToPoint{true, t, dst, tag});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
@@ -30,13 +33,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::recv(std::vector<at::Tensor>&
   check_single(tensors, op);
   check_peer(src, size_, rank_, op);
   at::Tensor t = tensors[0];
-  return enqueue(c10d::OpType::RECV, op, tensors, c10d::kUnsetTimeout, [this, t, src, tag](DtrainWork& w) {
-    Staged s(t);
-    const Span sp = span_of(s.buf, false, op);
-    check(dtrain_recv(comm_, sp.ptr, sp.count, sp.dtype, src, tag, nullptr), op);
-    s.copy_back();
-    w.set_source_rank(src);
-  }, DtrainWork::PointToPoint{false, t, src, tag});
+  return enqueue(
+      c10d::OpType::RECV, op, tensors, c10d::kUnsetTimeout,
+      [this, t, src, tag](DtrainWork& w) {
+        Staged s(t);
+        const Span sp = span_of(s.buf, false, op);
+        check(dtrain_recv(comm_, sp.ptr, sp.count, sp.dtype, src, tag, nullptr), op);
+        s.copy_back();
+        w.set_source_rank(src);
+      },
+      DtrainWork::PointToPoint{false, t, src, tag});
 }
 
 void ProcessGroupDtrain::run_pair(DtrainWork& send, DtrainWork& recv) {
@@ -46,8 +52,7 @@ void ProcessGroupDtrain::run_pair(DtrainWork& send, DtrainWork& recv) {
   Staged dst(r.tensor);
   const Span a = span_of(src, false, "send");
   const Span b = span_of(dst.buf, false, "recv");
-  check(dtrain_sendrecv(comm_, a.ptr, a.count, a.dtype, s.peer, s.tag, b.ptr, b.count, b.dtype, r.peer, r.tag,
-                        nullptr),
+  check(dtrain_sendrecv(comm_, a.ptr, a.count, a.dtype, s.peer, s.tag, b.ptr, b.count, b.dtype, r.peer, r.tag, nullptr),
         "send and recv (run together)");
   dst.copy_back();
   recv.set_source_rank(r.peer);

@@ -29,7 +29,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::allreduce(std::vector<at::Ten
   return enqueue(c10d::OpType::ALLREDUCE, op, tensors, opts.timeout, [this, t, red](DtrainWork&) {
     Staged s(t);
     const Span sp = span_of(s.buf, true, op);
-    with_op(red, op, [&](dtrain_op_t o) { return dtrain_allreduce(comm_, sp.ptr, sp.ptr, sp.count, sp.dtype, o, nullptr); });
+    with_op(red, op,
+            [&](dtrain_op_t o) { return dtrain_allreduce(comm_, sp.ptr, sp.ptr, sp.count, sp.dtype, o, nullptr); });
     s.copy_back();
   });
 }
@@ -44,7 +45,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::allreduce_coalesced(std::vect
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, opts.timeout, [this, tensors, red](DtrainWork&) {
     at::Tensor flat = flatten(tensors);
     const Span sp = span_of(flat, true, op);
-    with_op(red, op, [&](dtrain_op_t o) { return dtrain_allreduce(comm_, sp.ptr, sp.ptr, sp.count, sp.dtype, o, nullptr); });
+    with_op(red, op,
+            [&](dtrain_op_t o) { return dtrain_allreduce(comm_, sp.ptr, sp.ptr, sp.count, sp.dtype, o, nullptr); });
     unflatten(flat, tensors);
   });
 }
@@ -63,7 +65,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::reduce(std::vector<at::Tensor
     Staged s(t);
     const Span sp = span_of(s.buf, true, op);
     void* out = rank_ == root ? sp.ptr : nullptr;
-    with_op(red, op, [&](dtrain_op_t o) { return dtrain_reduce(comm_, sp.ptr, out, sp.count, sp.dtype, o, root, nullptr); });
+    with_op(red, op,
+            [&](dtrain_op_t o) { return dtrain_reduce(comm_, sp.ptr, out, sp.count, sp.dtype, o, root, nullptr); });
     if (rank_ == root) s.copy_back();
   });
 }
@@ -75,13 +78,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::reduce_scatter(std::vector<at
   check_single(outputs, op);
   TORCH_CHECK(inputs.size() == 1, "dtrain backend: ", op, " takes one list of input tensors, got ", inputs.size());
   const std::vector<at::Tensor>& in = inputs[0];
-  TORCH_CHECK(static_cast<int>(in.size()) == size_, "dtrain backend: ", op, " takes one input tensor per rank (",
-              size_, "), got ", in.size());
+  TORCH_CHECK(static_cast<int>(in.size()) == size_, "dtrain backend: ", op, " takes one input tensor per rank (", size_,
+              "), got ", in.size());
   check_tensors(in, op);
   for (const auto& t : in) {
-    TORCH_CHECK(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(), "dtrain backend: ",
-                op, " takes inputs of the output's size and dtype (", outputs[0].numel(), " x ",
-                outputs[0].scalar_type(), "), got ", t.numel(), " x ", t.scalar_type());
+    TORCH_CHECK(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(), "dtrain backend: ", op,
+                " takes inputs of the output's size and dtype (", outputs[0].numel(), " x ", outputs[0].scalar_type(),
+                "), got ", t.numel(), " x ", t.scalar_type());
   }
   const Reduction red = reduction_of(opts.reduceOp, outputs[0].scalar_type(), op);
   span_of(outputs[0], true, op);

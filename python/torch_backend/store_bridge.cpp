@@ -32,8 +32,7 @@ int guarded(const char* what, const char* key, dtrain_store_error_fn error, void
   return DTRAIN_STORE_ERROR;
 }
 
-int store_set(void* ctx, const char* key, const void* value, size_t len, dtrain_store_error_fn error,
-              void* error_ctx) {
+int store_set(void* ctx, const char* key, const void* value, size_t len, dtrain_store_error_fn error, void* error_ctx) {
   return guarded("set", key, error, error_ctx, [&] {
     of(ctx).set(key, bytes(value, len));
     return DTRAIN_STORE_OK;
@@ -75,8 +74,7 @@ int store_compare_set(void* ctx, const char* key, const void* expected, size_t e
                       size_t desired_len, dtrain_store_value_fn value, void* value_ctx, dtrain_store_error_fn error,
                       void* error_ctx) {
   return guarded("compare_set", key, error, error_ctx, [&] {
-    const std::vector<uint8_t> v =
-        of(ctx).compareSet(key, bytes(expected, expected_len), bytes(desired, desired_len));
+    const std::vector<uint8_t> v = of(ctx).compareSet(key, bytes(expected, expected_len), bytes(desired, desired_len));
     value(value_ctx, v.data(), v.size());
     return DTRAIN_STORE_OK;
   });

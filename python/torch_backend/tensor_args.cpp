@@ -20,8 +20,14 @@ bool dtype_of(at::ScalarType t, dtrain_dtype_t* d, size_t* units) {
     case at::kBFloat16: *d = DTRAIN_BFLOAT16; return true;
     case at::kFloat: *d = DTRAIN_FLOAT32; return true;
     case at::kDouble: *d = DTRAIN_FLOAT64; return true;
-    case at::kComplexFloat: *d = DTRAIN_FLOAT32; *units = 2; return true;
-    case at::kComplexDouble: *d = DTRAIN_FLOAT64; *units = 2; return true;
+    case at::kComplexFloat:
+      *d = DTRAIN_FLOAT32;
+      *units = 2;
+      return true;
+    case at::kComplexDouble:
+      *d = DTRAIN_FLOAT64;
+      *units = 2;
+      return true;
     default: return false;
   }
 }
@@ -91,8 +97,8 @@ Reduction reduction_of(const c10d::ReduceOp& r, at::ScalarType t, const char* op
   TORCH_CHECK(!complex, "dtrain backend: ", op,
               " reduces complex tensors with SUM, AVG and PREMUL_SUM only (as pairs of reals)");
   const bool bitwise = out.op == DTRAIN_BAND || out.op == DTRAIN_BOR || out.op == DTRAIN_BXOR;
-  TORCH_CHECK(!bitwise || integral, "dtrain backend: ", op, " applies BAND, BOR and BXOR to integer and bool tensors, not ",
-              t);
+  TORCH_CHECK(!bitwise || integral, "dtrain backend: ", op,
+              " applies BAND, BOR and BXOR to integer and bool tensors, not ", t);
   return out;
 }
 
@@ -120,8 +126,7 @@ void check_tensors(const std::vector<at::Tensor>& ts, const char* op) {
 }
 
 void check_single(const std::vector<at::Tensor>& ts, const char* op) {
-  TORCH_CHECK(ts.size() == 1, "dtrain backend: ", op, " takes exactly one tensor per call on the CPU, got ",
-              ts.size());
+  TORCH_CHECK(ts.size() == 1, "dtrain backend: ", op, " takes exactly one tensor per call on the CPU, got ", ts.size());
   check_tensor(ts[0], op);
 }
 
