@@ -4,16 +4,9 @@
 // engine (engine/engine.hpp). A communicator is the world (the constructor) or a group split
 // from another (split(), comm_split.cpp: its members, their hosts and its own store keys); it also
 // carries point-to-point messages (sendrecv(), comm_p2p.cpp). make_engine() picks the engine from
-// where the ranks are:
-//   one node (and DTRAIN_TRANSPORT != tcp)      -> shared memory
-//   one rank per node, or DTRAIN_TRANSPORT=tcp  -> TCP between all ranks
-//   several nodes with several ranks each       -> hierarchical: allreduce and barrier reduce within
-//      the node over shared memory, across nodes over TCP among the node leaders (local rank 0),
-//      then broadcast back over shared memory; broadcast, allgather and reduce_scatter use TCP rings.
-// The world from the environment or dtrain_comm_init assumes the ranks of one node contiguous (node =
-// rank - local_rank .. + local_size), as torchrun and `dtrain launch` number them; a communicator made
-// through a caller's store (with_hosts(), comm_hosts.cpp) learns every rank's host from the store, so
-// a host's ranks may be any.
+// where the ranks are (engine/factory.cpp). The world from the environment or dtrain_comm_init takes
+// the ranks of one node as contiguous, as torchrun and `dtrain launch` number them; one made through a
+// caller's store (with_hosts(), comm_hosts.cpp) learns every rank's host from the store.
 #include <chrono>
 #include <cstdint>
 #include <deque>

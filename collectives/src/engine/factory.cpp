@@ -1,8 +1,8 @@
-// make_engine(): the backend from where the group's ranks are, and each backend's options from the
-// group's. With host_of known (a split) every rank decides from the whole group, so all pick the same
-// engine even when hosts hold different numbers of its ranks. Store keys: the shm engine of a host uses <key_prefix>node<w>/ (w: the world rank of the
-// host's first rank in the group), the tcp mesh <key_prefix>tcp/, the hierarchical engine
-// <key_prefix>lr/.
+// make_engine(): the engine from where the group's ranks are, and its options from the group's. With
+// host_of known (a split) every rank decides from the whole group, so all pick the same engine even
+// when hosts hold different numbers of its ranks. Store keys: <key_prefix>node<w>/ for a host's shm
+// engine (w: the world rank of the host's first rank in the group), <key_prefix>tcp/ for the mesh,
+// <key_prefix>lr/ for the hierarchical engine.
 #include <algorithm>
 #include <map>
 

@@ -1,5 +1,5 @@
 // The Comm seam of the build with NCCL: the communicator of nccl_core, created on the first device
-// collective (api.cpp). Errors travel as exceptions; api.cpp turns them into statuses.
+// call (nccl_of, handle.cpp). Errors travel as exceptions; the C ABI's guard() turns them into statuses.
 #include "nccl_backend.hpp"
 
 #include "nccl_core.hpp"

@@ -2,8 +2,8 @@
 // The NCCL backend behind the C ABI: device buffers go here. Built only when DTRAIN_HAVE_NCCL;
 // otherwise nccl_stub.cpp provides the same functions, reporting "built without NCCL".
 //
-// Routing (api.cpp): if is_device_pointer(send) || is_device_pointer(recv), the op goes to a
-// lazily created Comm (create() below); host buffers stay with the CPU engine.
+// Routing (handle.cpp's on_device): a call with a buffer on a device goes to a Comm created on first
+// use (create() below); host buffers stay with the CPU engine.
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -52,9 +52,9 @@ struct Options {
   int instance = 0;
 };
 
-// The seam api.cpp calls; nccl_core's Communicator implements it. Like the CPU engines, every call
+// The seam the C ABI calls; nccl_core's Communicator implements it. Like the CPU engines, every call
 // returns with the result enqueued (or, without a stream, in recv) or throws: nccl::Error with its C
-// ABI status for NCCL, CUDA, timeout and argument failures. api.cpp alone turns exceptions into
+// ABI status for NCCL, CUDA, timeout and argument failures; the C ABI's guard() turns them into
 // statuses.
 class Comm {
  public:

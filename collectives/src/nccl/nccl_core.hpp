@@ -1,10 +1,11 @@
 #pragma once
 // The NCCL backend proper (built only with DTRAIN_HAVE_NCCL). Everything here throws nccl::Error
-// (carrying its C ABI status) or dtrain::ConfigError; the C ABI (api.cpp) turns that into status
+// (carrying its C ABI status) or dtrain::ConfigError; the C ABI's guard() turns that into status
 // codes and the last-error string. Linked into the shared library (nccl_backend.cpp: create()) and,
 // as the static library dtrain_nccl_core, into tests and tools without the C ABI.
 // Files: nccl_core.cpp (errors, devices, type mapping), nccl_bootstrap.cpp (the unique-id exchange),
-// nccl_comm.cpp (the communicator), nccl_p2p.cpp (point-to-point and ncclCommSplit).
+// nccl_comm.cpp (the communicator), nccl_exchange.cpp (the operations of C ABI 0.3), nccl_p2p.cpp
+// (point-to-point and ncclCommSplit), driver_probe.cpp (device pointers without initialising CUDA).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 

@@ -1,19 +1,13 @@
 #pragma once
-// Shared-memory engine for the ranks of one host. One segment per communicator and host, created by
-// local rank 0 and unlinked as soon as every local rank has mapped it, so nothing is left in /dev/shm
-// after a crash. Layout (shm_layout.hpp): header (barrier words, abort record), one control block per
-// local rank (progress words, per-call fingerprints), the latency path's boxes (two per local rank:
-// a header line with the flag, then kBoxBytes), then each rank's data area of 2 x slot_bytes,
-// split into three rotating buffers (a buffer is reused three rounds later, after every rank has left
-// it; three, not two, so the bandwidth path needs only one sync per pipelined round), then one
-// point-to-point ring per ordered pair of local ranks (Options::p2p_bytes per receiver, split over
-// its peers: between 16 KiB and 1 MiB each, plus 4 KiB for frame headers and padding).
-// Files: shm_engine.cpp (segment setup), shm_sync.cpp (syncs, waiting, fingerprints, failures),
-// shm_collectives.cpp (the algorithms), shm_box.cpp (allreduces up to kBoxBytes: no sync, a flag per
-// rank and call in the line that carries the fingerprint and, up to 40 bytes, the data), shm_p2p.cpp
-// (point-to-point through the rings). Every byte moves through the segment: no rank ever touches
-// another's own buffers, so a peer that leaves or dies mid-call can cost a failed call, never a read
-// or write of memory it freed.
+// Shared-memory engine for the ranks of one host: one segment per communicator and host, created by
+// local rank 0 and unlinked once every local rank has mapped it (nothing is left in /dev/shm after a
+// crash). Layout (shm_layout.hpp): header (barrier words, abort record), a control block per local
+// rank (progress words, fingerprints), two latency-path boxes per local rank, each rank's data area
+// (2 x slot_bytes in three rotating buffers, so the pipelined path needs one sync per round), and a
+// point-to-point ring per ordered pair of local ranks (Options::p2p_bytes per receiver, over its peers).
+// Files: shm_engine.cpp (setup), shm_sync.cpp (syncs, waits, fingerprints, failures),
+// shm_collectives.cpp (the algorithms), shm_box.cpp (allreduces up to kBoxBytes without a sync),
+// shm_p2p.cpp (point-to-point through the rings).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

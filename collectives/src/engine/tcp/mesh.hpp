@@ -1,5 +1,5 @@
 #pragma once
-// The TCP transport's "device" (Gloo's Device with its Pairs): one socket to every other rank of a
+// The TCP engine's "device" (Gloo's Device with its Pairs): one socket to every other rank of a
 // group, set up through the store, and the one primitive the algorithms (group.hpp) are written
 // against. Setup (mesh_setup.cpp): each rank listens on its advertised address and publishes
 // "address port host" under <key_prefix>tcp/<rank> (rank 0 first puts 32 random bytes, the
