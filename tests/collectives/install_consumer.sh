@@ -17,7 +17,7 @@ soname=$(objdump -p "$lib" | awk '/SONAME/ {print $2}')
 # Only the C ABI is exported.
 extra=$(nm -D --defined-only "$lib" | awk '$2 != "A" {print $3}' | grep -v '^dtrain_' || true)
 [ -z "$extra" ] || { echo "FAIL: symbols beyond the C ABI exported:"; echo "$extra" | head; exit 1; }
-# Each function under its version node: 0.1's names stay in DTRAIN_0.1, later ones in DTRAIN_0.2.
+# Each function under its version node: 0.1's names stay in DTRAIN_0.1, 0.2's in DTRAIN_0.2, 0.3's in DTRAIN_0.3.
 syms=$(nm -D --defined-only "$lib")
 for f in dtrain_version dtrain_comm_init_from_env dtrain_init_options_default dtrain_comm_init dtrain_comm_rank \
          dtrain_comm_size dtrain_allreduce dtrain_broadcast dtrain_allgather dtrain_reduce_scatter dtrain_barrier \
@@ -27,7 +27,11 @@ done
 for f in dtrain_comm_split dtrain_comm_init_group_from_env dtrain_send dtrain_recv dtrain_sendrecv; do
   grep -q " $f@@DTRAIN_0.2\$" <<<"$syms" || { echo "FAIL: $f is not exported as $f@@DTRAIN_0.2"; echo "$syms"; exit 1; }
 done
-[ "$(grep -c ' T dtrain_' <<<"$syms")" -eq 19 ] || { echo "FAIL: want 19 exported functions"; echo "$syms"; exit 1; }
+for f in dtrain_version_code dtrain_comm_init_config dtrain_comm_set_timeout dtrain_redop_create_premul_sum \
+         dtrain_redop_destroy dtrain_reduce dtrain_gather dtrain_scatter dtrain_alltoall dtrain_alltoallv dtrain_recv_any; do
+  grep -q " $f@@DTRAIN_0.3\$" <<<"$syms" || { echo "FAIL: $f is not exported as $f@@DTRAIN_0.3"; echo "$syms"; exit 1; }
+done
+[ "$(grep -c ' T dtrain_' <<<"$syms")" -eq 30 ] || { echo "FAIL: want 30 exported functions"; echo "$syms"; exit 1; }
 # (objdump's table read whole first: `objdump | grep -q` under pipefail fails when grep exits early)
 dynsyms=$(objdump -T "$lib")
 grep -q 'DTRAIN_0.2' <<<"$dynsyms" || { echo "FAIL: no DTRAIN_0.2 version node"; exit 1; }
