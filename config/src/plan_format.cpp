@@ -77,6 +77,83 @@ std::string rank_table(const Plan& plan) {
   return out;
 }
 
+json rendezvous_json(const Plan& plan) {
+  const auto& s = plan.spec;
+  json r;
+  r["endpoint"] = plan.rdzv_endpoint.empty() ? json(nullptr) : json(plan.rdzv_endpoint);
+  r["source"] = plan.rdzv_source;
+  r["join_timeout_s"] = s.rendezvous.join_timeout_s;
+  r["heartbeat_s"] = s.rendezvous.heartbeat_s;
+  r["heartbeat_timeout_s"] = s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s);
+  r["token_file"] = s.rendezvous.token_file ? json(*s.rendezvous.token_file) : json(nullptr);
+  r["last_call_s"] = s.rendezvous.last_call_s;
+  r["backend"] = s.rendezvous.backend;
+  if (s.rendezvous.backend == "etcd") {
+    const auto& e = s.rendezvous.etcd;
+    auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
+    r["etcd"] = {{"cacert", opt(e.cacert)}, {"cert", opt(e.cert)}, {"key", opt(e.key)}, {"user", opt(e.user)},
+                 {"password_file", opt(e.password_file)}};
+  }
+  return r;
+}
+
+json batch_json(const Plan& plan) {
+  const auto& s = plan.spec;
+  if (!plan.batch) return nullptr;
+  const auto& b = *plan.batch;
+  auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
+  json j = {{"global", b.global},
+            {"per_replica", b.per_replica},
+            {"micro_batches", b.micro_batches},
+            {"micro_batch_size", b.micro_batch_size},
+            {"dataset_size", opt(b.dataset_size)},
+            {"epochs", b.epochs},
+            {"iterations_per_epoch", opt(b.iterations_per_epoch)},
+            {"total_iterations", opt(b.total_iterations)},
+            {"last_batch", opt(b.last_batch)},
+            {"learning_rate", b.learning_rate ? json(*b.learning_rate) : json(nullptr)},
+            {"warmup_iterations", b.warmup_iterations}};
+  if (const auto& lr = s.batch.learning_rate)
+    j["learning_rate_spec"] = {
+        {"base", lr->base},
+        {"reference_global_batch", lr->reference_global_batch ? json(*lr->reference_global_batch) : json(nullptr)},
+        {"scaling", lr->scaling}};
+  return j;
+}
+
+// One "key        value" line of plan_to_text.
+struct Row {
+  std::string& out;
+  void operator()(std::string_view key, const std::string& value) const { out += fmt::format("{:<12}{}\n", key, value); }
+};
+
+// The batch lines of plan_to_text: the batch math, a partial last batch, the learning rate.
+void batch_rows(const Plan& plan, const Row& row) {
+  const auto& s = plan.spec;
+  if (!plan.batch) return row("batch", "none (the spec has no batch section)");
+  const auto& b = *plan.batch;
+  row("batch", fmt::format("global {} = {} replicas x per-replica {}", b.global, plan.layout.data, b.per_replica));
+  row("", fmt::format("{} micro-batch{} of {}", b.micro_batches, b.micro_batches == 1 ? "" : "es", b.micro_batch_size));
+  if (b.dataset_size)
+    row("", fmt::format("{} samples: {} iterations per epoch x {} epoch{} = {} iterations", *b.dataset_size,
+                        *b.iterations_per_epoch, b.epochs, b.epochs == 1 ? "" : "s", *b.total_iterations));
+  if (b.last_batch)
+    row("", fmt::format("{} samples do not divide by the global batch {}: the last iteration of each epoch has {} "
+                        "sample{} ({} full iterations before it); the workers decide whether to run or drop it",
+                        *b.dataset_size, b.global, *b.last_batch, *b.last_batch == 1 ? "" : "s",
+                        *b.iterations_per_epoch - 1));
+  if (b.learning_rate) {
+    const auto& lr = *s.batch.learning_rate;
+    std::string how = lr.scaling == "none" || !lr.reference_global_batch
+                          ? fmt::format("base {} (scaling none)", lr.base)
+                          : fmt::format("base {} x {}({} / {})", lr.base, lr.scaling == "sqrt" ? "sqrt" : "",
+                                        b.global, *lr.reference_global_batch);
+    row("learning", fmt::format("rate {:.6g} = {}{}", *b.learning_rate, how,
+                                     b.warmup_iterations > 0 ? fmt::format(", warm-up {} iterations", b.warmup_iterations)
+                                                             : std::string()));
+  }
+}
+
 }  // namespace
 
 std::string plan_to_json(const Plan& plan, int indent) {
@@ -105,22 +182,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
   j["hosts"] = plan.identity.hosts;
   j["identity_source"] = plan.identity.source;
   j["identity_sources"] = plan.identity.field_sources;
-  json r;
-  r["endpoint"] = plan.rdzv_endpoint.empty() ? json(nullptr) : json(plan.rdzv_endpoint);
-  r["source"] = plan.rdzv_source;
-  r["join_timeout_s"] = s.rendezvous.join_timeout_s;
-  r["heartbeat_s"] = s.rendezvous.heartbeat_s;
-  r["heartbeat_timeout_s"] = s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s);
-  r["token_file"] = s.rendezvous.token_file ? json(*s.rendezvous.token_file) : json(nullptr);
-  r["last_call_s"] = s.rendezvous.last_call_s;
-  r["backend"] = s.rendezvous.backend;
-  if (s.rendezvous.backend == "etcd") {
-    const auto& e = s.rendezvous.etcd;
-    auto opt = [](const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); };
-    r["etcd"] = {{"cacert", opt(e.cacert)}, {"cert", opt(e.cert)}, {"key", opt(e.key)}, {"user", opt(e.user)},
-                 {"password_file", opt(e.password_file)}};
-  }
-  j["rendezvous"] = r;
+  j["rendezvous"] = rendezvous_json(plan);
   j["restart"] = {{"max_restarts", s.restart.max_restarts},
                   {"backoff_s", s.restart.backoff_s},
                   {"checkpoint_dir", s.restart.checkpoint_dir ? json(*s.restart.checkpoint_dir) : json(nullptr)}};
@@ -131,28 +193,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
                  {"log_dir", s.output.log_dir ? json(*s.output.log_dir) : json(nullptr)}};
   j["grace_s"] = s.grace_s;
   j["max_runtime_s"] = s.max_runtime_s ? json(*s.max_runtime_s) : json(nullptr);
-  if (plan.batch) {
-    const auto& b = *plan.batch;
-    auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
-    j["batch"] = {{"global", b.global},
-                  {"per_replica", b.per_replica},
-                  {"micro_batches", b.micro_batches},
-                  {"micro_batch_size", b.micro_batch_size},
-                  {"dataset_size", opt(b.dataset_size)},
-                  {"epochs", b.epochs},
-                  {"iterations_per_epoch", opt(b.iterations_per_epoch)},
-                  {"total_iterations", opt(b.total_iterations)},
-                  {"last_batch", opt(b.last_batch)},
-                  {"learning_rate", b.learning_rate ? json(*b.learning_rate) : json(nullptr)},
-                  {"warmup_iterations", b.warmup_iterations}};
-    if (const auto& lr = s.batch.learning_rate)
-      j["batch"]["learning_rate_spec"] = {
-          {"base", lr->base},
-          {"reference_global_batch", lr->reference_global_batch ? json(*lr->reference_global_batch) : json(nullptr)},
-          {"scaling", lr->scaling}};
-  } else {
-    j["batch"] = nullptr;
-  }
+  j["batch"] = batch_json(plan);
   j["parallel"] = parallel_json(plan);
   json ranks = json::array();
   for (const auto& rk : plan.ranks) {
@@ -169,7 +210,7 @@ std::string plan_to_text(const Plan& plan) {
   const auto& s = plan.spec;
   const auto& id = plan.identity;
   std::string out;
-  auto row = [&](std::string_view key, const std::string& value) { out += fmt::format("{:<12}{}\n", key, value); };
+  Row row{out};
   std::string cmd;
   for (const auto& a : s.command) {
     if (!cmd.empty()) cmd += ' ';
@@ -213,31 +254,7 @@ std::string plan_to_text(const Plan& plan) {
     row("bubble", fmt::format("(p-1)/(m+p-1) = {}/{} = {:.1f}% of each iteration a stage waits", plan.layout.pipeline - 1,
                               (plan.batch ? plan.batch->micro_batches : s.batch.micro_batches) + plan.layout.pipeline - 1,
                               100 * *plan.pipeline_bubble));
-  if (plan.batch) {
-    const auto& b = *plan.batch;
-    row("batch", fmt::format("global {} = {} replicas x per-replica {}", b.global, plan.layout.data, b.per_replica));
-    row("", fmt::format("{} micro-batch{} of {}", b.micro_batches, b.micro_batches == 1 ? "" : "es", b.micro_batch_size));
-    if (b.dataset_size)
-      row("", fmt::format("{} samples: {} iterations per epoch x {} epoch{} = {} iterations", *b.dataset_size,
-                          *b.iterations_per_epoch, b.epochs, b.epochs == 1 ? "" : "s", *b.total_iterations));
-    if (b.last_batch)
-      row("", fmt::format("{} samples do not divide by the global batch {}: the last iteration of each epoch has {} "
-                          "sample{} ({} full iterations before it); the workers decide whether to run or drop it",
-                          *b.dataset_size, b.global, *b.last_batch, *b.last_batch == 1 ? "" : "s",
-                          *b.iterations_per_epoch - 1));
-    if (b.learning_rate) {
-      const auto& lr = *s.batch.learning_rate;
-      std::string how = lr.scaling == "none" || !lr.reference_global_batch
-                            ? fmt::format("base {} (scaling none)", lr.base)
-                            : fmt::format("base {} x {}({} / {})", lr.base, lr.scaling == "sqrt" ? "sqrt" : "",
-                                          b.global, *lr.reference_global_batch);
-      row("learning", fmt::format("rate {:.6g} = {}{}", *b.learning_rate, how,
-                                       b.warmup_iterations > 0 ? fmt::format(", warm-up {} iterations", b.warmup_iterations)
-                                                               : std::string()));
-    }
-  } else {
-    row("batch", "none (the spec has no batch section)");
-  }
+  batch_rows(plan, row);
   row("restarts", fmt::format("{} (backoff {} s), grace {} s{}", s.restart.max_restarts, s.restart.backoff_s, s.grace_s,
                               s.max_runtime_s ? fmt::format(", max runtime {} s", *s.max_runtime_s) : std::string()));
   if (s.output.log_dir) row("logs", *s.output.log_dir + "/" + plan.run_id + "/attempt-N/rank-R.{out,err}");
