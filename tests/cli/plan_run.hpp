@@ -29,3 +29,14 @@ inline nlohmann::json ok(const Result& r) {
 }
 
 }  // namespace dtrain::test
+
+// The names every test of a plan or launch command line uses, once.
+using dtrain::test::base_env;
+using dtrain::test::has;
+using dtrain::test::ok;
+using dtrain::test::plan;
+using dtrain::test::read_file;
+using dtrain::test::Result;
+using dtrain::test::run;
+using dtrain::test::TempDir;
+using nlohmann::json;

@@ -10,13 +10,6 @@
 
 #include "plan_run.hpp"
 
-using dtrain::test::base_env;
-using dtrain::test::has;
-using dtrain::test::Result;
-using dtrain::test::run;
-using dtrain::test::TempDir;
-using nlohmann::json;
-
 namespace {
 
 // `dtrain plan --json ARGS...` that must succeed.

@@ -11,16 +11,6 @@
 
 #include "plan_run.hpp"
 
-using dtrain::test::base_env;
-using dtrain::test::has;
-using dtrain::test::ok;
-using dtrain::test::plan;
-using dtrain::test::read_file;
-using dtrain::test::Result;
-using dtrain::test::run;
-using dtrain::test::TempDir;
-using nlohmann::json;
-
 namespace {
 
 // An executable script in `t` (a stand-in interpreter) that prints its arguments.

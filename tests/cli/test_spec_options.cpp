@@ -10,15 +10,6 @@
 #include "dtrain/common/net.hpp"
 #include "plan_run.hpp"
 
-using dtrain::test::base_env;
-using dtrain::test::has;
-using dtrain::test::ok;
-using dtrain::test::plan;
-using dtrain::test::Result;
-using dtrain::test::run;
-using dtrain::test::TempDir;
-using nlohmann::json;
-
 namespace {
 
 // The first line of stderr that starts with "dtrain: " (the message of a refusal).

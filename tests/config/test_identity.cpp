@@ -9,32 +9,10 @@
 
 #include "dtrain/config/errors.hpp"
 #include "dtrain/config/plan.hpp"
+#include "config_test.hpp"
 
 using namespace dtrain::config;
-
-namespace {
-
-Environment env_of(std::map<std::string, std::string> vars) {
-  Environment e;
-  e.vars = std::move(vars);
-  e.sagemaker_resource_file = "/nonexistent/resourceconfig.json";
-  e.hostname = "testhost";
-  return e;
-}
-
-JobSpec spec_of(const std::string& text = R"({"command": ["a"]})") { return load_spec_text(text, {}); }
-
-// The problems of an identity that must fail, as one text.
-std::string failure(const JobSpec& spec, const Overrides& o, const Environment& env) {
-  try {
-    (void)discover_identity(spec, o, env);
-  } catch (const SpecError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-}  // namespace
+using namespace dtrain::config::test;
 
 TEST_SUITE("config::identity") {
   TEST_CASE("no environment: a single node, everything from defaults") {

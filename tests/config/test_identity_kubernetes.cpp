@@ -6,34 +6,15 @@
 
 #include "dtrain/config/errors.hpp"
 #include "dtrain/config/plan.hpp"
+#include "config_test.hpp"
 
 using namespace dtrain::config;
+using namespace dtrain::config::test;
 
 namespace {
 
 // Host names here carry their domain (setHostnameAsFQDN) or end in none that resolves, so no test
 // asks a name server.
-Environment env_of(std::map<std::string, std::string> vars, std::string hostname = "testhost") {
-  Environment e;
-  e.vars = std::move(vars);
-  e.sagemaker_resource_file = "/nonexistent/resourceconfig.json";
-  e.hostname = std::move(hostname);
-  return e;
-}
-
-JobSpec spec_of(const std::string& text = R"({"command": ["a"]})") { return load_spec_text(text, {}); }
-
-std::string failure(const JobSpec& spec, const Overrides& o, const Environment& env) {
-  try {
-    (void)discover_identity(spec, o, env);
-  } catch (const SpecError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 const char* kThree = R"({"command": ["a"], "cluster": {"instances": 3}})";
 
 }  // namespace

@@ -10,36 +10,11 @@
 
 #include "dtrain/config/errors.hpp"
 #include "dtrain/config/plan.hpp"
+#include "config_test.hpp"
 
 using namespace dtrain::config;
+using namespace dtrain::config::test;
 using nlohmann::json;
-
-namespace {
-
-Environment env_of(std::map<std::string, std::string> vars = {}) {
-  Environment e;
-  e.vars = std::move(vars);
-  e.vars.emplace("DTRAIN_TEST_GPUS", "0");
-  e.sagemaker_resource_file = "/nonexistent/resourceconfig.json";
-  e.hostname = "testhost";
-  e.cpu_slots = 3;
-  return e;
-}
-
-Plan plan_of(const std::string& text, const Overrides& o = {}, const Environment& env = env_of()) {
-  return make_plan(load_spec_text(text, o), o, env);
-}
-
-std::string failure(const std::string& text, const Overrides& o = {}, const Environment& env = env_of()) {
-  try {
-    (void)plan_of(text, o, env);
-  } catch (const SpecError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-}  // namespace
 
 TEST_SUITE("config::plan") {
   TEST_CASE("the seed's examples: 5000 samples at global 500 are 10 iterations; 2 x 4 GPUs are 8") {

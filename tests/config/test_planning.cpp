@@ -13,38 +13,11 @@
 #include "dtrain/config/plan.hpp"
 #include "dtrain/config/program.hpp"
 #include "dtrain/config/spec.hpp"
+#include "config_test.hpp"
 
 using namespace dtrain::config;
+using namespace dtrain::config::test;
 using nlohmann::json;
-
-namespace {
-
-Environment env_of(std::map<std::string, std::string> vars = {}) {
-  Environment e;
-  e.vars = std::move(vars);
-  e.vars.emplace("DTRAIN_TEST_GPUS", "0");  // a laptop: no GPU
-  e.sagemaker_resource_file = "/nonexistent/resourceconfig.json";
-  e.hostname = "testhost";
-  e.cpu_slots = 3;
-  return e;
-}
-
-Plan plan_of(const std::string& text, const Overrides& o = {}, const Environment& env = env_of()) {
-  return make_plan(load_spec_text(text, o), o, env);
-}
-
-std::string failure(const std::string& text, const Overrides& o = {}, const Environment& env = env_of()) {
-  try {
-    (void)plan_of(text, o, env);
-  } catch (const SpecError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
-
-}  // namespace
 
 TEST_SUITE("config::instance_types") {
   TEST_CASE("2 x ml.p3.8xlarge is cluster size 8 on a machine without a GPU") {
