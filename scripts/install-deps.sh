@@ -25,6 +25,7 @@ packages=(
   python3-matplotlib           # bench/run-all.sh: the busbw-vs-size plot (bench/allreduce-busbw.png)
   libcurl4-openssl-dev         # the etcd rendezvous backend (rendezvous/etcd: etcd's v3 JSON gateway over HTTP/TLS)
   etcd-server etcd-client      # a real etcd (and etcdctl) that the etcd backend's tests start on loopback
+  python3-yaml                 # the Kubernetes manifests test (tests/kubernetes)
   openssl                      # the etcd tests' TLS certificates (tests/rendezvous/etcd/etcd_server.cpp)
 )
 

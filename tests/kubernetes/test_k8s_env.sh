@@ -16,7 +16,7 @@ netns=${2:?usage: test_k8s_env.sh DTRAIN_BIN NETNS_SH C_ALLREDUCE}
 worker=${3:?usage: test_k8s_env.sh DTRAIN_BIN NETNS_SH C_ALLREDUCE}
 
 if ! why=$(bash "$netns" check 2>&1); then
-  echo "SKIPPED: network namespaces cannot be made here: $why"
+  echo "SKIP: network namespaces cannot be made here: $why"
   exit 77
 fi
 

@@ -16,7 +16,7 @@ import tempfile
 try:
     import yaml
 except ImportError:
-    print("SKIPPED: PyYAML is not installed for this Python (python3-yaml)")
+    print("SKIP: PyYAML is not installed for this Python (python3-yaml)")
     sys.exit(77)
 
 DTRAIN, EXAMPLES = sys.argv[1], sys.argv[2]
@@ -148,6 +148,6 @@ if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)
 if skipped:
-    print("SKIPPED: " + "; ".join(skipped))
+    print("SKIP: " + "; ".join(skipped))
     sys.exit(77)
 print("both manifests plan one job per kind of pod")
