@@ -53,6 +53,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::alltoall_base(at::Tensor& out
   const std::vector<size_t> send = counts_of(input, input_splits, size_, op, "input");
   const std::vector<size_t> recv = counts_of(output, output_splits, size_, op, "output");
   const bool even = input_splits.empty() && output_splits.empty();
+  TORCH_CHECK(!even || input.numel() == output.numel(), "dtrain backend: ", op,
+              " with equal splits takes an input and an output of one size, got ", input.numel(), " and ",
+              output.numel(), " elements");
   at::Tensor out = output;
   at::Tensor in = input;
   return enqueue(
@@ -63,8 +66,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::alltoall_base(at::Tensor& out
         const Span dp = span_of(s.buf, false, op);
         if (even) {
           require(DTRAIN_TORCH_FN(dtrain_alltoall), op);
-          TORCH_CHECK(sp.count == dp.count, "dtrain backend: ", op,
-                      " with equal splits takes input and output of one size");
           check(dtrain_alltoall(comm_, sp.ptr, dp.ptr, sp.count / static_cast<size_t>(size_), sp.dtype, nullptr), op);
         } else {
           require(DTRAIN_TORCH_FN(dtrain_alltoallv), op);

@@ -150,6 +150,8 @@ def check_refusals(c, rank):
     world = dist.get_world_size()
     c.raises(lambda: dist.all_to_all_single(torch.zeros(2 * world), torch.zeros(2 * world), [5] + [0] * (world - 1)),
              ["split sizes add up to 5"], "all_to_all_single with output splits that do not add up")
+    c.raises(lambda: dist.all_to_all_single(torch.zeros(2 * world), torch.zeros(4 * world)), ["one size"],
+             "all_to_all_single with equal splits and sizes that differ")
     dist.barrier()  # nothing was queued by the refused calls: the group still matches
 
 
