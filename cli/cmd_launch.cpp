@@ -29,31 +29,21 @@ struct LaunchArgs {
 
 int launch(const LaunchArgs& a) {
   sys::raise_fd_limit();  // every worker holds pipes and log files open in the agent
+  // the resolved launch (spec + flags + environment); the agent reads the job's settings from it
   config::Plan plan = load_plan(a.spec, /*job_required=*/false);
-  const auto& spec = plan.spec;
   agent::AgentOptions o;
-  o.plan_json = config::plan_to_json(plan);
   o.embed_store = true;
   o.reap_escapees = true;  // this process has no children but the ones the agent spawns
   o.master_port = plan.identity.master_port;
   const RunArgs& run = a.spec.run;
   o.role = run.role;
-  o.grace_s = spec.grace_s;
-  o.max_runtime_s = spec.max_runtime_s;
-  o.max_restarts = spec.restart.max_restarts;
-  o.backoff_s = spec.restart.backoff_s;
-  o.log_dir = spec.output.log_dir.value_or("");
   o.summary_json = run.summary_json;
-  o.output.tag = spec.output.tag;
-  o.output.tag_format = spec.output.tag_format;
-  o.output.timestamps = spec.output.timestamps;
   o.output.terminal_ranks = terminal_ranks(run, plan);
   if (!run.redirects.empty()) o.output.redirects = parse_streams(run.redirects, "--redirects");
   // --tee: the log files keep both streams anyway
   o.keep_logs = (!run.redirects.empty() && run.redirects != "0") || (!run.tee.empty() && run.tee != "0");
   o.progress = run.no_progress ? 0 : (run.progress ? 1 : -1);
   o.plan = std::move(plan);
-  o.hang_timeout_s = spec.output.hang_timeout_s;
   if (agent::is_multinode(o.plan)) return agent::run_multinode(std::move(o), {a.spec.insecure});
   agent::Agent agent(std::move(o));
   return agent.run();

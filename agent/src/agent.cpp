@@ -72,16 +72,17 @@ void Agent::Impl::watch_signals() {
 }
 
 void Agent::Impl::arm_runtime() {
-  if (!opt.max_runtime_s || *opt.max_runtime_s <= 0) return;
+  const auto& max_runtime_s = opt.plan.spec.max_runtime_s;
+  if (!max_runtime_s || *max_runtime_s <= 0) return;
   uv_timer_start(runtime_timer.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->apply(job::RuntimeOver{}); });
-  }, to_ms(*opt.max_runtime_s), 0);
+  }, to_ms(*max_runtime_s), 0);
 }
 
 // Once a second: the workers' progress pages; a wait longer than hang_timeout_s is a hang.
 void Agent::Impl::arm_progress() {
-  if ((!opt.hang_timeout_s && !hooks.on_progress) || board.empty()) return;
+  if ((!opt.plan.spec.output.hang_timeout_s && !hooks.on_progress) || board.empty()) return;
   uv_timer_start(progress_timer.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->check_progress(); });
@@ -90,13 +91,14 @@ void Agent::Impl::arm_progress() {
 
 void Agent::Impl::check_progress() {
   if (machine.state() != JobState::running) return;
+  const auto& hang_timeout_s = opt.plan.spec.output.hang_timeout_s;
   auto pages = board.snapshot();
-  Diagnosis d = diagnose(pages, progress::now_ns(), opt.hang_timeout_s.value_or(kStuckAfterS));
+  Diagnosis d = diagnose(pages, progress::now_ns(), hang_timeout_s.value_or(kStuckAfterS));
   // published whether or not a rank uses dtrain's collectives: the unseen ones are named as such
   if (hooks.on_progress) hooks.on_progress(diagnosis_text(d));
-  if (!d.hung || !opt.hang_timeout_s) return;
+  if (!d.hung || !hang_timeout_s) return;
   result.hang = d.lines;
-  apply(job::Hung{fmt::format("hang: {} (output.hang_timeout_s {})", d.verdict, *opt.hang_timeout_s)});
+  apply(job::Hung{fmt::format("hang: {} (output.hang_timeout_s {})", d.verdict, *hang_timeout_s)});
 }
 
 int Agent::Impl::run() {
@@ -230,7 +232,7 @@ void Agent::Impl::execute(const job::Kill& a) {
   uv_timer_start(grace_timer.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->apply(job::GraceOver{self->group.live()}); });
-  }, to_ms(opt.grace_s), 0);
+  }, to_ms(opt.plan.spec.grace_s), 0);
 }
 
 void Agent::Impl::execute(const job::LocalFailure& a) {
@@ -265,7 +267,7 @@ void Agent::Impl::execute(const job::ArmBackoff&) {
   uv_timer_start(backoff_timer.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->apply(job::BackoffOver{}); });
-  }, to_ms(opt.backoff_s), 0);
+  }, to_ms(opt.plan.spec.restart.backoff_s), 0);
 }
 
 void Agent::Impl::execute(const job::Collect& a) {

@@ -56,10 +56,10 @@ inline std::uint64_t to_ms(double s) { return s <= 0 ? 0 : static_cast<std::uint
 
 inline JobPolicy policy_of(const AgentOptions& o) {
   JobPolicy p;
-  p.max_restarts = o.max_restarts;
+  p.max_restarts = o.plan.spec.restart.max_restarts;
   p.external_start = o.external_start;
-  p.grace_s = o.grace_s;
-  p.max_runtime_s = o.max_runtime_s;
+  p.grace_s = o.plan.spec.grace_s;
+  p.max_runtime_s = o.plan.spec.max_runtime_s;
   p.master_port = o.master_port;
   p.first_generation = o.first_generation;
   return p;
@@ -115,10 +115,10 @@ struct Agent::Impl final : WorkerGroup::Listener {
         hooks(std::move(h)),
         machine(policy_of(opt)),
         terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
-        router(opt.output, terminal),
+        router(opt.plan.spec.output, opt.output, terminal),
         group(router, guardian, reaper, *this) {
     terminal.set_progress_source([this] {
-      return progress_text({state.load(), result.restarts, opt.max_restarts, group.live(), local_total,
+      return progress_text({state.load(), result.restarts, opt.plan.spec.restart.max_restarts, group.live(), local_total,
                             machine.waiting_for_go()});
     });
   }

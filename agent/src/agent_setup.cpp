@@ -23,7 +23,7 @@ void Agent::Impl::prepare() {
   std::error_code ec;
   workdir = fs::absolute(spec.workdir.empty() ? fs::path(".") : fs::path(spec.workdir), ec);
   if (auto r = check_command(opt.plan); r && r->code == exit_code::usage) throw ConfigError(r->message);
-  (void)format_tag(opt.output.tag_format, 0, 0, 0, "stdout");  // a bad tag format fails before anything runs
+  (void)format_tag(spec.output.tag_format, 0, 0, 0, "stdout");  // a bad tag format fails before anything runs
 
   base_env = current_environment();
   helper = find_helper(opt.self_exe, opt.shim);
@@ -34,7 +34,7 @@ void Agent::Impl::prepare() {
   result.local_ranks = local_total;
   result.node_rank = plan.identity.node_rank;
 
-  ctx.max_restarts = opt.max_restarts;
+  ctx.max_restarts = spec.restart.max_restarts;
   ctx.run_id = plan.run_id.empty() ? fmt::format("dtrain-{}", ::getpid()) : plan.run_id;
   result.restarts = 0;
   ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
@@ -48,15 +48,16 @@ void Agent::Impl::prepare() {
   ctx.role = opt.role;
   start_guardian();
 
-  run_folder.create(opt.log_dir, ctx.run_id, opt.keep_logs);
-  if (opt.log_dir.empty() && opt.keep_logs) terminal.say(fmt::format("dtrain: logs in {}", run_folder.path().string()));
+  const std::string log_dir = spec.output.log_dir.value_or("");
+  run_folder.create(log_dir, ctx.run_id, opt.keep_logs);
+  if (log_dir.empty() && opt.keep_logs) terminal.say(fmt::format("dtrain: logs in {}", run_folder.path().string()));
   result.run_dir = run_folder.path().string();
   ctx.plan_path = run_folder.plan_path().string();
-  run_folder.write_plan(opt.plan_json);
+  run_folder.write_plan(config::plan_to_json(plan));
   ctx.checkpoint_dir = run_folder.checkpoint_dir(spec.restart.checkpoint_dir, workdir).string();
   for (const auto& f : run_folder.temporary_folders()) guardian.remove_at_end(f.string());
   board.open(run_folder.path(), local);
-  add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, opt.hang_timeout_s});
+  add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, spec.output.hang_timeout_s});
 }
 
 std::vector<int> Agent::Impl::local_ranks() const {
@@ -70,8 +71,7 @@ std::vector<int> Agent::Impl::local_ranks() const {
 // env and DTRAIN_PLAN file), before its go spawns the workers.
 void Agent::Impl::adopt_plan(const config::Plan& plan) {
   opt.plan = plan;
-  opt.plan_json = config::plan_to_json(plan);
-  run_folder.write_plan(opt.plan_json);
+  run_folder.write_plan(config::plan_to_json(plan));
   ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
   result.ranks = plan.world_size;
   result.node_rank = plan.identity.node_rank;

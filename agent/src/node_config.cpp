@@ -68,8 +68,7 @@ std::string spec_digest(const config::Plan& p) {
   return d;
 }
 
-NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runtime_s, bool insecure,
-                       std::string token) {
+NodeConfig node_config(const config::Plan& plan, bool insecure, std::string token) {
   const auto& rs = plan.spec.rendezvous;
   NodeConfig c;
   c.endpoint = plan.rdzv_endpoint;
@@ -87,6 +86,7 @@ NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runti
   c.heartbeat = seconds_ms(rs.heartbeat_s);
   c.heartbeat_timeout = seconds_ms(rs.heartbeat_timeout_s.value_or(3 * rs.heartbeat_s));
   // as long as the slowest node may run: a failure or a lost node ends the wait sooner
+  const auto& max_runtime_s = plan.spec.max_runtime_s;
   c.barrier_limit = max_runtime_s ? seconds_ms(*max_runtime_s) + c.join_timeout
                                   : std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 7));
 
@@ -153,7 +153,6 @@ config::Plan plan_for(const config::Plan& base, const rdzv::JoinResult& r) {
 
 void apply_rank_table(AgentOptions& o, const rdzv::JoinResult& r, const NodeConfig& c) {
   o.plan = plan_for(o.plan, r);
-  o.plan_json = config::plan_to_json(o.plan);
   o.first_generation = r.generation;
   o.embed_store = false;
   o.store_addr = c.endpoint;

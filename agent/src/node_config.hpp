@@ -40,11 +40,10 @@ struct NodeConfig {
   std::string where() const { return etcd ? "etcd at " + endpoint : endpoint; }
 };
 
-// Reads the plan (rendezvous endpoint and timings, run id, identity) and the token already resolved
+// Reads the plan (rendezvous endpoint and timings, run id, identity, max_runtime_s) and the token already resolved
 // (rdzv::auth::resolve_token). Throws ConfigError for a malformed endpoint, or for a job without a
 // token that spans several nodes or names a non-loopback endpoint, unless `insecure`.
-NodeConfig node_config(const config::Plan& plan, std::optional<double> max_runtime_s, bool insecure,
-                       std::string token);
+NodeConfig node_config(const config::Plan& plan, bool insecure, std::string token);
 
 // What every node must agree on, one "name=value" line per field: command, procs_per_instance,
 // batch, parallel (the node count is compared on its own).

@@ -16,7 +16,8 @@ WorkerOutput::~WorkerOutput() {
   if (err_.log_fd >= 0) ::close(err_.log_fd);
 }
 
-OutputRouter::OutputRouter(OutputOptions options, Terminal& terminal) : opt_(std::move(options)), terminal_(terminal) {}
+OutputRouter::OutputRouter(const config::OutputSpec& spec, OutputOptions options, Terminal& terminal)
+    : spec_(spec), opt_(std::move(options)), terminal_(terminal) {}
 
 void OutputRouter::open(WorkerOutput& w, const config::RankInfo& r,
                         const std::optional<std::filesystem::path>& log_dir) const {
@@ -31,16 +32,16 @@ void OutputRouter::open(WorkerOutput& w, const config::RankInfo& r,
     w.out_.log_fd = open_log("out");
     w.err_.log_fd = open_log("err");
   }
-  if (opt_.tag) {
-    w.out_.tag = format_tag(opt_.tag_format, r.node_rank, r.rank, r.local_rank, "stdout");
-    w.err_.tag = format_tag(opt_.tag_format, r.node_rank, r.rank, r.local_rank, "stderr");
+  if (spec_.tag) {
+    w.out_.tag = format_tag(spec_.tag_format, r.node_rank, r.rank, r.local_rank, "stdout");
+    w.err_.tag = format_tag(spec_.tag_format, r.node_rank, r.rank, r.local_rank, "stderr");
   }
   w.to_terminal_ = !opt_.terminal_ranks || opt_.terminal_ranks->count(r.rank) > 0;
   w.redirected_ = opt_.redirects.of(r.local_rank);
 }
 
 std::string OutputRouter::timestamp() const {
-  return opt_.timestamps ? timestamp_prefix(std::chrono::system_clock::now()) : std::string();
+  return spec_.timestamps ? timestamp_prefix(std::chrono::system_clock::now()) : std::string();
 }
 
 void OutputRouter::feed(WorkerOutput& w, bool is_err, const char* data, std::size_t n) {

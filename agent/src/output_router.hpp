@@ -50,7 +50,8 @@ class OutputRouter {
   static constexpr std::size_t kLastLines = 10;         // stderr lines kept for the summary
   static constexpr std::size_t kTailLineBytes = 4096;   // of each (the summary shows lines, not megabytes)
 
-  OutputRouter(OutputOptions options, Terminal& terminal);
+  // `spec`: the job's output section (tag, tag format, timestamps); `options`: the launch's flags.
+  OutputRouter(const config::OutputSpec& spec, OutputOptions options, Terminal& terminal);
 
   // Tags (format_tag: ConfigError for a bad format), terminal filter and, with `log_dir`,
   // rank-R.out / rank-R.err opened there.
@@ -64,6 +65,7 @@ class OutputRouter {
   void line(WorkerOutput& w, bool is_err, std::string_view text, bool cut, const std::string& ts);
   std::string timestamp() const;
 
+  config::OutputSpec spec_;
   OutputOptions opt_;
   Terminal& terminal_;
 };

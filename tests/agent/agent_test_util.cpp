@@ -79,9 +79,8 @@ dtrain::config::Plan sh_plan(int n, const std::string& script, const TempDir& t)
 dtrain::agent::AgentOptions options(dtrain::config::Plan plan, const TempDir&) {
   dtrain::agent::AgentOptions o;
   o.plan = std::move(plan);
-  o.plan_json = "{\"test\": true}";
   o.self_exe = DTRAIN_BIN;
-  o.grace_s = 5;
+  o.plan.spec.grace_s = 5;
   o.progress = 0;
   return o;
 }

@@ -49,7 +49,7 @@ TEST_SUITE("agent::agent") {
     plan.spec.env["USER_VAR"] = "from-spec";
     plan.run_id = "envrun";
     auto o = options(plan, t);
-    o.max_restarts = 2;
+    o.plan.spec.restart.max_restarts = 2;
     o.store_addr = "127.0.0.1:1";
     o.store_token = "secret";
     auto r = run_agent(o, t);
@@ -104,10 +104,10 @@ TEST_SUITE("agent::agent") {
     auto plan = sh_plan(2, "cat \"$DTRAIN_PLAN\" > \"$T/plan.$RANK\"; echo \"$OMP_NUM_THREADS\" > \"$T/omp.$RANK\"", t);
     plan.spec.env["OMP_NUM_THREADS"] = "3";
     auto o = options(plan, t);
-    o.plan_json = "{\"world_size\": 2}";
     auto r = run_agent(o, t);
     REQUIRE(r.rc == 0);
-    CHECK(slurp(t.path / "plan.0") == "{\"world_size\": 2}\n");
+    CHECK(slurp(t.path / "plan.0") == dtrain::config::plan_to_json(o.plan) + "\n");
+    CHECK(slurp(t.path / "plan.0").find("\"world_size\": 2") != std::string::npos);
     CHECK(slurp(t.path / "omp.1") == "3\n");
   }
 
@@ -158,7 +158,7 @@ TEST_SUITE("agent::agent") {
                         " trap '' TERM; touch \"$T/up.1\"; exec sleep 60",
                         t);
     auto o = options(plan, t);
-    o.grace_s = 0.3;
+    o.plan.spec.grace_s = 0.3;
     auto r = run_agent(o, t);
     CHECK(r.rc == 1);
     REQUIRE(r.result.other_failures.size() == 1);
@@ -215,7 +215,7 @@ TEST_SUITE("agent::agent") {
     TempDir t;
     auto plan = sh_plan(2, "trap '' INT TERM; touch \"$T/up.$RANK\"; exec sleep 120", t);
     auto o = options(plan, t);
-    o.grace_s = 300;  // only the second SIGINT can end this run in time
+    o.plan.spec.grace_s = 300;  // only the second SIGINT can end this run in time
     pid_t a = fork_agent(o, t);
     REQUIRE(wait_until([&] { return all_files(t, "up.", 2); }, 30));
     ::kill(a, SIGINT);
@@ -237,8 +237,8 @@ TEST_SUITE("agent::agent") {
                         " if [ \"$DTRAIN_GENERATION\" -lt 2 ]; then exec sleep 60; fi",
                         t);
     auto o = options(plan, t);
-    o.max_restarts = 3;
-    o.backoff_s = 0.05;
+    o.plan.spec.restart.max_restarts = 3;
+    o.plan.spec.restart.backoff_s = 0.05;
     auto r = run_agent(o, t);
     CHECK(r.rc == 0);
     CHECK(r.result.restarts == 2);
@@ -251,7 +251,7 @@ TEST_SUITE("agent::agent") {
     TempDir t;
     auto plan = sh_plan(1, "echo x >> \"$T/count\"; exit 5", t);
     auto o = options(plan, t);
-    o.max_restarts = 2;
+    o.plan.spec.restart.max_restarts = 2;
     auto r = run_agent(o, t);
     CHECK(r.rc == 5);
     CHECK(r.result.restarts == 2);
@@ -283,7 +283,7 @@ TEST_SUITE("agent::agent") {
                         " printf \"tail-%d-no-newline\", r }'",
                         t);
     auto o = options(plan, t);
-    o.log_dir = (t.path / "logs").string();
+    o.plan.spec.output.log_dir = (t.path / "logs").string();
     auto r = run_agent(o, t);
     REQUIRE(r.rc == 0);
     std::regex line_re(R"(\[0/(\d)\] rank (\d) line (\d+) abcdefghijklmnopqrstuvwxyz0123456789)");
@@ -328,7 +328,7 @@ TEST_SUITE("agent::agent") {
     SUBCASE("--ranks 0,3 with logs keeping all") {
       auto o = options(plan, t);
       o.output.terminal_ranks = std::set<int>{0, 3};
-      o.log_dir = (t.path / "logs").string();
+      o.plan.spec.output.log_dir = (t.path / "logs").string();
       auto r = run_agent(o, t);
       REQUIRE(r.rc == 0);
       auto ls = lines_of(r.out);
@@ -338,13 +338,13 @@ TEST_SUITE("agent::agent") {
     }
     SUBCASE("custom format") {
       auto o = options(plan, t);
-      o.output.tag_format = "{rank}.{local_rank}@{node}:{stream}> ";
+      o.plan.spec.output.tag_format = "{rank}.{local_rank}@{node}:{stream}> ";
       auto r = run_agent(o, t);
       CHECK(r.out.find("2.2@0:stdout> hello from 2\n") != std::string::npos);
     }
     SUBCASE("no tag") {
       auto o = options(plan, t);
-      o.output.tag = false;
+      o.plan.spec.output.tag = false;
       auto r = run_agent(o, t);
       auto ls = lines_of(r.out);
       std::sort(ls.begin(), ls.end());
@@ -352,7 +352,7 @@ TEST_SUITE("agent::agent") {
     }
     SUBCASE("timestamps") {
       auto o = options(plan, t);
-      o.output.timestamps = true;
+      o.plan.spec.output.timestamps = true;
       auto r = run_agent(o, t);
       std::regex re(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} \[0/\d\] hello from \d)");
       for (const auto& l : lines_of(r.out)) CHECK(std::regex_match(l, re));
@@ -381,7 +381,7 @@ TEST_SUITE("agent::agent") {
       auto plan = sh_plan(2, "", t);
       plan.spec.command = {(t.path / "script.sh").string()};
       auto o = options(plan, t);
-      o.max_restarts = 3;  // an exec failure is not worth a restart
+      o.plan.spec.restart.max_restarts = 3;  // an exec failure is not worth a restart
       auto r = run_agent(o, t);
       CHECK(r.rc == 127);
       CHECK(r.result.restarts == 0);
@@ -395,7 +395,7 @@ TEST_SUITE("agent::agent") {
     TempDir t;
     auto plan = sh_plan(2, "exec sleep 120", t);
     auto o = options(plan, t);
-    o.max_runtime_s = 0.5;
+    o.plan.spec.max_runtime_s = 0.5;
     auto r = run_agent(o, t);
     CHECK(r.rc == dtrain::exit_code::max_runtime);
     CHECK(r.err.find("max_runtime_s 0.5 passed") != std::string::npos);

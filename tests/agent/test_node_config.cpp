@@ -68,13 +68,13 @@ TEST_CASE("what every node must agree on, field by field: the command, the clust
 }
 
 TEST_CASE("a job across nodes needs a token unless insecure") {
-  CHECK_THROWS_WITH_AS(node_config(plan_of(2, 1), std::nullopt, false, ""), doctest::Contains("--insecure"), ConfigError);
-  CHECK_THROWS_WITH_AS(node_config(plan_of(1, 1, "10.0.0.1:29400"), std::nullopt, false, ""),
+  CHECK_THROWS_WITH_AS(node_config(plan_of(2, 1), false, ""), doctest::Contains("--insecure"), ConfigError);
+  CHECK_THROWS_WITH_AS(node_config(plan_of(1, 1, "10.0.0.1:29400"), false, ""),
                        doctest::Contains("no token"), ConfigError);
-  CHECK_NOTHROW(node_config(plan_of(2, 1), std::nullopt, true, ""));
-  CHECK_NOTHROW(node_config(plan_of(2, 1), std::nullopt, false, "secret"));
-  CHECK_NOTHROW(node_config(plan_of(1, 1), std::nullopt, false, ""));  // one node on loopback
-  CHECK_THROWS_WITH_AS(node_config(plan_of(2, 1, "nohostport"), std::nullopt, false, "t"),
+  CHECK_NOTHROW(node_config(plan_of(2, 1), true, ""));
+  CHECK_NOTHROW(node_config(plan_of(2, 1), false, "secret"));
+  CHECK_NOTHROW(node_config(plan_of(1, 1), false, ""));  // one node on loopback
+  CHECK_THROWS_WITH_AS(node_config(plan_of(2, 1, "nohostport"), false, "t"),
                        doctest::Contains("rendezvous endpoint"), ConfigError);
 }
 
@@ -82,7 +82,7 @@ TEST_CASE("settings from the plan: endpoint, timings, node rank when it was give
   auto p = plan_of(2, 3);
   p.spec.rendezvous.heartbeat_timeout_s = 4;
   p.identity.node_rank = 1;
-  NodeConfig c = node_config(p, std::nullopt, false, "tok");
+  NodeConfig c = node_config(p, false, "tok");
   CHECK(c.ep.host == "127.0.0.1");
   CHECK(c.ep.port == 29400);
   CHECK(c.host == "node-a");
@@ -93,7 +93,8 @@ TEST_CASE("settings from the plan: endpoint, timings, node rank when it was give
   CHECK(c.barrier_limit == std::chrono::hours(24 * 7));
   p.identity.field_sources["node_rank"] = "flags";
   p.spec.rendezvous.heartbeat_timeout_s.reset();
-  c = node_config(p, 60.0, false, "tok");
+  p.spec.max_runtime_s = 60.0;
+  c = node_config(p, false, "tok");
   CHECK(c.node_rank == 1);
   CHECK(c.heartbeat_timeout == milliseconds(1500));  // 3 x heartbeat_s
   CHECK(c.barrier_limit == milliseconds(60000 + 30000));
@@ -114,7 +115,7 @@ TEST_CASE("settings from the plan: endpoint, timings, node rank when it was give
 
 TEST_CASE("the rank table becomes this node's plan and store settings") {
   auto p = plan_of(2, 3);
-  NodeConfig c = node_config(p, std::nullopt, false, "tok");
+  NodeConfig c = node_config(p, false, "tok");
   AgentOptions o;
   o.plan = p;
   o.embed_store = true;
@@ -136,17 +137,17 @@ TEST_CASE("the rank table becomes this node's plan and store settings") {
   CHECK(o.local_addr == "10.0.0.2");
   CHECK(o.master_port == 4100);
   CHECK(o.external_start);
-  CHECK(o.plan_json.find("\"world_size\": 5") != std::string::npos);
+  CHECK(config::plan_to_json(o.plan).find("\"world_size\": 5") != std::string::npos);
 }
 
 TEST_CASE("the etcd backend: TLS or etcd users instead of the token, absolute paths, and the workers' store in etcd") {
   auto p = plan_of(2, 3, "10.0.0.5:2379");
   p.spec.rendezvous.backend = "etcd";
-  CHECK_THROWS_WITH_AS(node_config(p, std::nullopt, false, "tok"), doctest::Contains("neither TLS nor etcd authentication"),
+  CHECK_THROWS_WITH_AS(node_config(p, false, "tok"), doctest::Contains("neither TLS nor etcd authentication"),
                        ConfigError);  // the dtrain token does not reach etcd
-  CHECK_NOTHROW(node_config(p, std::nullopt, true, ""));
+  CHECK_NOTHROW(node_config(p, true, ""));
   p.spec.rendezvous.etcd.cacert = "certs/ca.pem";
-  NodeConfig c = node_config(p, std::nullopt, false, "");
+  NodeConfig c = node_config(p, false, "");
   REQUIRE(c.etcd);
   CHECK(c.where() == "etcd at 10.0.0.5:2379");
   CHECK(c.etcd->endpoint == "10.0.0.5:2379");

@@ -46,8 +46,8 @@ TEST_SUITE("agent::shm_sweep") {
                         " touch /dev/shm/${DTRAIN_SHM_PREFIX}last$RANK",
                         t);
     auto o = options(plan, t);
-    o.max_restarts = 1;
-    o.backoff_s = 0.05;
+    o.plan.spec.restart.max_restarts = 1;
+    o.plan.spec.restart.backoff_s = 0.05;
     auto r = run_agent(o, t);
     CHECK(r.rc == 0);
     const std::string line = first_line(t.path / "prefix.0");

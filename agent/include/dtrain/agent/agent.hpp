@@ -35,29 +35,25 @@ struct StreamChoice {
   }
 };
 
+// How worker output reaches the terminal and the log files, beyond the spec's output section (tag,
+// tag format, timestamps, log_dir: read from the plan's spec): the launch's flags and where to write.
 struct OutputOptions {
-  bool tag = true;
-  std::string tag_format = "[{node}/{rank}] ";  // {node} {rank} {local_rank} {stream}
-  bool timestamps = false;
   std::optional<std::set<int>> terminal_ranks;  // unset: every rank reaches the terminal
   StreamChoice redirects;                       // these streams go to the log files only
   int stdout_fd = 1;                            // where tagged lines go (tests pass a file)
   int stderr_fd = 2;
 };
 
+// What the agent runs and how. The job's settings (command, env, workdir, output, grace_s,
+// max_runtime_s, restart) are read from plan.spec, resolved once by config (spec + flags +
+// environment); plan.json is written from the plan. The rest is the launch's own: its flags, the
+// binary, and the store and start of a multi-node job.
 struct AgentOptions {
-  config::Plan plan;                      // node identity, ranks, batch, spec (command, env, output)
-  std::string plan_json;                  // written to <run dir>/plan.json, DTRAIN_PLAN points there
+  config::Plan plan;                      // node identity, ranks, batch, spec
   std::vector<std::string> extra_args;    // appended to spec.command
   OutputOptions output;
-  double grace_s = 10;                    // SIGTERM -> SIGKILL
-  std::optional<double> max_runtime_s;
-  int max_restarts = 0;
-  double backoff_s = 0;
-  std::string log_dir;                    // "" : no log files (the run dir is temporary)
-  bool keep_logs = false;                 // with log_dir "": logs in a kept folder under $TMPDIR
+  bool keep_logs = false;                 // with no output.log_dir: logs in a kept folder under $TMPDIR
   std::string role = "default";           // ROLE_NAME of the workers
-  std::optional<double> hang_timeout_s;   // a worker this long in one collective: the job hangs (exit 70)
   std::string summary_json;               // "" : no JSON summary
   // progress line: 1 always, 0 never, -1 when stderr is a terminal
   int progress = -1;
