@@ -180,6 +180,7 @@ def main():
         torch_ops_more.check_p2p(c, G)
     torch_ops_more.check_refusals(c, rank)
     torch_ops_more.check_futures_and_overlap(c, rank, world)
+    torch_ops_more.check_ddp_hook(c, rank, world, gloo_world)
     torch_ops_more.check_timeouts(c, rank, world)
     dist.barrier()
     dist.destroy_process_group()

@@ -1,6 +1,7 @@
 """The rest of torch_ops.py's checks: reduce_scatter, all-to-all (even and uneven), point-to-point
 (also from any source), refusals, futures and overlap, timeouts."""
 
+import copy
 import datetime
 import time
 import warnings
@@ -182,6 +183,32 @@ def check_futures_and_overlap(c, rank, world):
     for k, x in enumerate(ts):
         c.equal(x, torch.full((1 << 16,), float(k * world + sum(range(world)))), f"async all_reduce #{k}")
     c.true(all(w.is_completed() for w in works), "works are completed after wait()")
+
+
+def check_ddp_hook(c, rank, world, gloo):
+    """DDP with a communication hook that chains on the backend's future: its gradients are the
+    average of every rank's local gradients (computed here without DDP, averaged over gloo)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2)).double()
+    plain = copy.deepcopy(model)
+    ddp = DDP(model)
+    calls = []
+
+    def hook(state, bucket):
+        calls.append(bucket.index())
+        fut = dist.all_reduce(bucket.buffer().div_(world), async_op=True).get_future()
+        return fut.then(lambda f: f.value()[0])
+    ddp.register_comm_hook(None, hook)
+    torch.manual_seed(10 + rank)
+    x = torch.randn(4, 6, dtype=torch.float64)
+    ddp(x).square().sum().backward()
+    plain(x).square().sum().backward()
+    c.true(len(calls) > 0, "DDP called the communication hook")
+    for p, q in zip(model.parameters(), plain.parameters()):
+        want = q.grad.clone()
+        dist.all_reduce(want, group=gloo)
+        c.equal(p.grad, want / world, "DDP's hooked gradient is the ranks' average", 1e-12)
 
 
 def check_timeouts(c, rank, world):
