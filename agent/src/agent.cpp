@@ -15,28 +15,28 @@ void Agent::Impl::start_guardian() {
   if (rc < 0) throw_os_error(rc, "cannot create the agent's event loop");
   loop_inited = true;
   reaper.start(&loop, opt.reap_escapees);
-  guardian.start(&loop, helper.exe, helper.guard_word, opt.output.stderr_fd, ctx.agent_id,
+  guardian.start(&loop, setup.helper.exe, setup.helper.guard_word, opt.output.stderr_fd, setup.ctx.agent_id,
                  [this](const std::string& message) { fatal(IoError(message)); });
-  guardian.sweep_at_end(ctx.shm_prefix);
+  guardian.sweep_at_end(setup.ctx.shm_prefix);
 }
 
 void Agent::Impl::open_loop() {
-  group.open(&loop, {command, workdir.string()});
+  gen.group().open(&loop, {setup.command, setup.workdir.string()});
   watch_signals();
   int rc = 0;
-  for (auto* t : {&grace_timer, &backoff_timer, &runtime_timer, &progress_timer, &failure_timer}) {
+  for (auto* t : {&timers.grace, &timers.backoff, &timers.runtime, &timers.progress, &timers.failure}) {
     rc = t->init([&](uv_timer_t* h) { return uv_timer_init(&loop, h); }, this);
     if (rc < 0) throw IoError(fmt::format("uv_timer_init: {}", uv_strerror(rc)));
   }
-  std::unique_lock async_lock(events_mu);  // post() reads `async` from other threads
-  rc = async.init([&](uv_async_t* a) {
+  std::unique_lock async_lock(inbox.mu);  // post() reads `inbox.async` from other threads
+  rc = inbox.async.init([&](uv_async_t* a) {
     return uv_async_init(&loop, a, [](uv_async_t* h) noexcept {
       auto* self = static_cast<Impl*>(h->data);
       if (self == nullptr) return;
       std::vector<Event> evs;
       {
-        std::lock_guard lk(self->events_mu);
-        evs.swap(self->events);
+        std::lock_guard lk(self->inbox.mu);
+        evs.swap(self->inbox.events);
       }
       for (const auto& e : evs)
         guarded(*self, [&] {
@@ -46,16 +46,7 @@ void Agent::Impl::open_loop() {
     });
   }, this);
   if (rc < 0) throw IoError(fmt::format("uv_async_init: {}", uv_strerror(rc)));
-  if (!events.empty()) uv_async_send(async.get());
-}
-
-// Once, right before the first worker starts: the guardian's starter must be gone before we become
-// a subreaper, or the guardian would be re-parented to us (it was started early, so by now it is).
-void Agent::Impl::watch_escapees() {
-  if (escapees_watched) return;
-  escapees_watched = true;
-  guardian.settle();
-  if (opt.reap_escapees) escapees.start([this] { return group.live_pids(); });
+  if (!inbox.events.empty()) uv_async_send(inbox.async.get());
 }
 
 void Agent::Impl::watch_signals() {
@@ -65,7 +56,7 @@ void Agent::Impl::watch_signals() {
     if (rc < 0) throw IoError(fmt::format("uv_signal_init: {}", uv_strerror(rc)));
     uv_signal_start(signals[i].get(), [](uv_signal_t* s, int sig) noexcept {
       auto* self = static_cast<Impl*>(s->data);
-      if (self != nullptr) guarded(*self, [&] { self->apply(job::Signal{sig, self->group.live()}); });
+      if (self != nullptr) guarded(*self, [&] { self->apply(job::Signal{sig, self->gen.group().live()}); });
     }, sigs[i]);
   }
   std::signal(SIGPIPE, SIG_IGN);
@@ -74,7 +65,7 @@ void Agent::Impl::watch_signals() {
 void Agent::Impl::arm_runtime() {
   const auto& max_runtime_s = opt.plan.spec.max_runtime_s;
   if (!max_runtime_s || *max_runtime_s <= 0) return;
-  uv_timer_start(runtime_timer.get(), [](uv_timer_t* t) noexcept {
+  uv_timer_start(timers.runtime.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->apply(job::RuntimeOver{}); });
   }, to_ms(*max_runtime_s), 0);
@@ -82,8 +73,8 @@ void Agent::Impl::arm_runtime() {
 
 // Once a second: the workers' progress pages; a wait longer than hang_timeout_s is a hang.
 void Agent::Impl::arm_progress() {
-  if ((!opt.plan.spec.output.hang_timeout_s && !hooks.on_progress) || board.empty()) return;
-  uv_timer_start(progress_timer.get(), [](uv_timer_t* t) noexcept {
+  if ((!opt.plan.spec.output.hang_timeout_s && !hooks.on_progress) || gen.board().empty()) return;
+  uv_timer_start(timers.progress.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->check_progress(); });
   }, 1000, 1000);
@@ -92,7 +83,7 @@ void Agent::Impl::arm_progress() {
 void Agent::Impl::check_progress() {
   if (machine.state() != JobState::running) return;
   const auto& hang_timeout_s = opt.plan.spec.output.hang_timeout_s;
-  auto pages = board.snapshot();
+  auto pages = gen.board().snapshot();
   Diagnosis d = diagnose(pages, progress::now_ns(), hang_timeout_s.value_or(kStuckAfterS));
   // published whether or not a rank uses dtrain's collectives: the unseen ones are named as such
   if (hooks.on_progress) hooks.on_progress(diagnosis_text(d));
@@ -116,18 +107,14 @@ int Agent::Impl::run() {
 // The event async, signal watchers, timers and the guardian's stdin: everything but the workers.
 void Agent::Impl::close_control_handles() {
   {
-    std::lock_guard lk(events_mu);
-    events_closed = true;
-    async.close();
+    std::lock_guard lk(inbox.mu);
+    inbox.closed = true;
+    inbox.async.close();
   }
   for (auto& s : signals) s.close();
-  grace_timer.close();
-  backoff_timer.close();
-  runtime_timer.close();
-  progress_timer.close();
-  failure_timer.close();
+  for (auto* t : {&timers.grace, &timers.backoff, &timers.runtime, &timers.progress, &timers.failure}) t->close();
   store_watch.close();
-  group.close_timer();
+  gen.group().close_timer();
   release_guardian();
 }
 
@@ -136,9 +123,9 @@ void Agent::Impl::close_control_handles() {
 // folders removed), it hears so first and ends at once instead of searching /proc, and nothing
 // waits for it: it has nothing left to do (otherwise the loop runs until it has done its work).
 void Agent::Impl::release_guardian() {
-  bool clear = group.live() == 0 && (!spawned_any || escapees.kill_all(1000));
+  bool clear = gen.all_gone();
   if (clear) {
-    sweep_segments();
+    gen.sweep_segments(setup.ctx.shm_prefix);
     run_folder.remove();
     guardian.all_clear();
   }
@@ -150,12 +137,12 @@ void Agent::Impl::close_loop() {
   // also the exception path: nothing may survive us
   closing = true;
   guardian.settle();
-  group.kill_now();
-  escapees.kill_all(2000);
+  gen.group().kill_now();
+  gen.kill_escapees(2000);
   close_control_handles();
   state = JobState::done;
   uv_run(&loop, UV_RUN_DEFAULT);  // reaps the workers, sees the guardian end, runs close callbacks
-  group.close();
+  gen.group().close();
   guardian.close();
   reaper.close();
   uv_run(&loop, UV_RUN_DEFAULT);
@@ -174,8 +161,8 @@ void Agent::Impl::apply(const job::Input& in) {
 
 // Every worker of a running or stopping generation ended and its output is read: it is over.
 void Agent::Impl::check_drained() {
-  if (!machine.collecting() || !group.finished()) return;
-  auto exits = group.exits();
+  if (!machine.collecting() || !gen.group().finished()) return;
+  auto exits = gen.group().exits();
   for (auto& w : exits) explain_exit(w);
   apply(job::Drained{std::move(exits)});
 }
@@ -184,41 +171,36 @@ void Agent::Impl::check_drained() {
 // its collectives saw, a hint.
 void Agent::Impl::explain_exit(WorkerExit& w) {
   if (w.status() == 0) return;
-  if (auto it = error_files.find(w.rank); it != error_files.end()) w.error_file = it->second;
-  if (!interpreter) {
-    auto path = base_env.find("PATH");
+  w.error_file = gen.error_file(w.rank);
+  if (!setup.interpreter) {
+    auto path = setup.base_env.find("PATH");
     std::string path_var = opt.plan.spec.env.count("PATH") ? opt.plan.spec.env.at("PATH")
-                           : path != base_env.end()        ? path->second
+                           : path != setup.base_env.end()  ? path->second
                                                            : "/usr/local/bin:/usr/bin:/bin";
-    interpreter = python_interpreter(command, path_var, workdir);
+    setup.interpreter = python_interpreter(setup.command, path_var, setup.workdir);
   }
-  explain(w, *interpreter);
+  explain(w, *setup.interpreter);
 }
 
 void Agent::Impl::execute(const job::Enter& a) {
-  if (a.state == JobState::starting) group.clear_retired();
+  if (a.state == JobState::starting) gen.group().clear_retired();
   state = a.state;
   if (hooks.on_state) hooks.on_state(a.state, machine.generation());
   terminal.update_progress();
 }
 
 void Agent::Impl::execute(const job::Spawn& a) {
-  group.clear_retired();
-  spawned_any = unswept = true;
+  gen.begin();
+  auto& ctx = setup.ctx;
   ctx.generation = a.generation;
   ctx.master_port = a.master_port ? *a.master_port : net::pick_free_port("0.0.0.0");
   auto logs = run_folder.attempt(a.generation);
   if (logs) result.logs = logs->string();
-  error_files.clear();
   for (const auto& r : opt.plan.ranks) {
     if (r.node_rank != opt.plan.identity.node_rank) continue;
     try {
-      EnvMap env = worker_env(opt.plan, r, ctx, base_env);
-      if (std::string page = board.reset(r.rank); !page.empty()) env["DTRAIN_PROGRESS_FILE"] = page;
-      error_files[r.rank] = env["TORCHELASTIC_ERROR_FILE"] =
-          prepare_error_file(run_folder.attempt_path(a.generation), r.rank).string();
-      watch_escapees();
-      group.spawn(r, env, logs);
+      gen.spawn(r, worker_env(opt.plan, r, ctx, setup.base_env), run_folder.attempt_path(a.generation), logs,
+                opt.reap_escapees);
     } catch (const std::exception& e) {
       return apply(job::SpawnFailed{e.what(), exit_status_of(e)});
     }
@@ -227,11 +209,11 @@ void Agent::Impl::execute(const job::Spawn& a) {
 }
 
 void Agent::Impl::execute(const job::Kill& a) {
-  group.kill(a.sig, a.stopping);
-  if (!a.arm_grace || group.live() == 0) return;
-  uv_timer_start(grace_timer.get(), [](uv_timer_t* t) noexcept {
+  gen.group().kill(a.sig, a.stopping);
+  if (!a.arm_grace || gen.group().live() == 0) return;
+  uv_timer_start(timers.grace.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
-    if (self != nullptr) guarded(*self, [&] { self->apply(job::GraceOver{self->group.live()}); });
+    if (self != nullptr) guarded(*self, [&] { self->apply(job::GraceOver{self->gen.group().live()}); });
   }, to_ms(opt.plan.spec.grace_s), 0);
 }
 
@@ -239,12 +221,12 @@ void Agent::Impl::execute(const job::LocalFailure& a) {
   if (a.exit.exec_errno != 0)
     terminal.say(fmt::format("dtrain: rank {}: cannot {} '{}': {}", a.exit.rank,
                              a.exit.workdir_error ? "enter the workdir" : "execute",
-                             a.exit.workdir_error ? workdir.string() : command[0], std::strerror(a.exit.exec_errno)));
-  pending_failure.emplace(a.exit, machine.generation());
+                             a.exit.workdir_error ? setup.workdir.string() : setup.command[0], std::strerror(a.exit.exec_errno)));
+  gen.hold_failure(a.exit, machine.generation());
   flush_failure(false);
-  if (!pending_failure) return;
+  if (!gen.failure_held()) return;
   // a process that left the worker's group may hold its stderr: the others hear of it soon anyway
-  uv_timer_start(failure_timer.get(), [](uv_timer_t* t) noexcept {
+  uv_timer_start(timers.failure.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->flush_failure(true); });
   }, kTailWaitMs, 0);
@@ -253,18 +235,16 @@ void Agent::Impl::execute(const job::LocalFailure& a) {
 // The hooks hear of the failure with the last lines of its stderr: once that worker's output is
 // read (or, `force`, when the generation ends and a process that escaped still holds its pipe).
 void Agent::Impl::flush_failure(bool force) {
-  if (!pending_failure || !hooks.on_local_failure) return pending_failure.reset();
-  auto& [exit, generation] = *pending_failure;
-  if (!force && !group.output_done(exit.pid)) return;
-  group.stderr_of(exit);
-  explain_exit(exit);
-  auto [w, g] = std::move(*pending_failure);
-  pending_failure.reset();
+  if (!hooks.on_local_failure) return gen.drop_failure();
+  auto failure = gen.take_failure(force);
+  if (!failure) return;
+  auto& [w, g] = *failure;
+  explain_exit(w);
   hooks.on_local_failure(w, g);
 }
 
 void Agent::Impl::execute(const job::ArmBackoff&) {
-  uv_timer_start(backoff_timer.get(), [](uv_timer_t* t) noexcept {
+  uv_timer_start(timers.backoff.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->apply(job::BackoffOver{}); });
   }, to_ms(opt.plan.spec.restart.backoff_s), 0);
@@ -272,10 +252,8 @@ void Agent::Impl::execute(const job::ArmBackoff&) {
 
 void Agent::Impl::execute(const job::Collect& a) {
   flush_failure(true);
-  uv_timer_stop(grace_timer.get());
-  group.retire();
-  escapees.kill_all(1000);  // what left a worker's group dies with the generation
-  sweep_segments();
+  uv_timer_stop(timers.grace.get());
+  gen.end(setup.ctx.shm_prefix);
   terminal.flush();
   result.root_cause = a.root_cause;
   result.other_failures = a.other_failures;
@@ -287,7 +265,7 @@ void Agent::Impl::execute(const job::Finish& a) {
   result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   execute(job::Enter{JobState::done});
   terminal.clear_progress();
-  sweep_segments();
+  gen.sweep_segments(setup.ctx.shm_prefix);
   close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
   if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
   // a multi-node job reports once the nodes agree on the root cause, after its exit barrier (multinode.cpp)
@@ -300,7 +278,7 @@ void Agent::Impl::fatal(const std::exception& e) {
   try {
     apply(job::Fatal{e.what()});
   } catch (...) {
-    group.kill(SIGKILL);
+    gen.group().kill(SIGKILL);
   }
 }
 
@@ -326,10 +304,11 @@ const AgentResult& Agent::result() const { return impl_->result; }
 JobState Agent::state() const { return impl_->state.load(); }
 
 void Agent::post(Event e) {
-  std::lock_guard lk(impl_->events_mu);
-  if (impl_->events_closed) return;
-  impl_->events.push_back(std::move(e));
-  if (impl_->async) uv_async_send(impl_->async.get());
+  auto& inbox = impl_->inbox;
+  std::lock_guard lk(inbox.mu);
+  if (inbox.closed) return;
+  inbox.events.push_back(std::move(e));
+  if (inbox.async) uv_async_send(inbox.async.get());
 }
 
 int guardian_main(int, char**) { return dtrain_shim_guard(); }

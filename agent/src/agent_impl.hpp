@@ -2,7 +2,7 @@
 // Agent::Impl, the agent's one libuv loop and what it owns, shared by the files that implement it:
 // agent.cpp (the loop, the job machine's actions, the public Agent) and agent_setup.cpp (what runs
 // before the loop: the command, the run folder, the env context, the standalone store, and an
-// elastic generation's plan).
+// elastic generation's plan). The current generation's workers: generation.hpp.
 #include "dtrain/agent/agent.hpp"
 
 #include <fcntl.h>
@@ -31,12 +31,11 @@
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 #include "dtrain/rendezvous/server.hpp"
-#include "escapees.hpp"
 #include "failure_report.hpp"
+#include "generation.hpp"
 #include "guardian.hpp"
 #include "job_machine.hpp"
 #include "output_router.hpp"
-#include "progress_board.hpp"
 #include "reaper.hpp"
 #include "resolve_command.hpp"
 #include "run_folder.hpp"
@@ -66,6 +65,31 @@ inline JobPolicy policy_of(const AgentOptions& o) {
 }
 
 
+// What every generation's workers are started with, fixed before the loop runs (prepare()).
+struct WorkerSetup {
+  EnvMap base_env;                         // the agent's own environment
+  EnvContext ctx;                          // run id, store, master address; generation and port per spawn
+  fs::path workdir;
+  std::vector<std::string> command;        // spec.command, then extra_args
+  Helper helper;                           // what runs the guardian
+  std::optional<std::string> interpreter;  // the Python that runs the command ("" : none), once looked up
+  int local_total = 0;                     // workers on this node
+};
+
+// Events posted from other threads (Agent::post), handed to the loop by an async.
+struct Inbox {
+  std::mutex mu;
+  std::vector<Event> events;
+  bool closed = false;
+  UvHandle<uv_async_t> async;
+};
+
+struct Timers {
+  UvHandle<uv_timer_t> grace, backoff, runtime, progress, failure;
+};
+
+// The agent: its loop, the job machine it drives, and the collaborators the machine's actions use.
+// What starts afresh with each generation lives in `gen` (generation.hpp).
 struct Agent::Impl final : WorkerGroup::Listener {
   AgentOptions opt;
   AgentHooks hooks;
@@ -73,42 +97,23 @@ struct Agent::Impl final : WorkerGroup::Listener {
   JobMachine machine;
   std::atomic<JobState> state{JobState::starting};  // the last state announced (Agent::state)
   std::unique_ptr<rdzv::Server> store;               // the embedded standalone store (embed_store)
+  UvHandle<uv_poll_t> store_watch;  // the embedded store's socket until its first connection
 
   uv_loop_t loop{};
   bool loop_inited = false;
   bool closing = false;  // the loop is being torn down: exits no longer reach the machine
-
-  std::mutex events_mu;
-  std::vector<Event> events;
-  bool events_closed = false;
-  UvHandle<uv_async_t> async;
+  Inbox inbox;
   UvHandle<uv_signal_t> signals[5];
-  UvHandle<uv_timer_t> grace_timer, backoff_timer, runtime_timer, progress_timer, failure_timer;
-  UvHandle<uv_poll_t> store_watch;  // the embedded store's socket until its first connection
+  Timers timers;
 
   Terminal terminal;
   OutputRouter router;
   Guardian guardian;
   Reaper reaper;  // the workers (and, with reap_escapees, every child of the process)
-  WorkerGroup group;
-  Escapees escapees;
   RunFolder run_folder;
-  ProgressBoard board;  // the workers' progress pages (hang diagnosis)
+  Generation gen;
+  WorkerSetup setup;
   std::chrono::steady_clock::time_point started;
-  // the first local failure of the generation, told to the hooks once its stderr is read
-  std::optional<std::pair<WorkerExit, int>> pending_failure;
-
-  EnvMap base_env;
-  EnvContext ctx;
-  fs::path workdir;
-  std::vector<std::string> command;
-  Helper helper;  // what starts the workers and the guardian
-  std::map<int, std::string> error_files;   // TORCHELASTIC_ERROR_FILE of each local rank, this generation
-  std::optional<std::string> interpreter;   // the Python that runs the command ("" : none), once looked up
-  int local_total = 0;
-  bool spawned_any = false;  // a generation's workers were started
-  bool escapees_watched = false;
-  bool unswept = false;      // workers ran since the last sweep of their segments
 
   Impl(AgentOptions o, AgentHooks h)
       : opt(std::move(o)),
@@ -116,10 +121,10 @@ struct Agent::Impl final : WorkerGroup::Listener {
         machine(policy_of(opt)),
         terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
         router(opt.plan.spec.output, opt.output, terminal),
-        group(router, guardian, reaper, *this) {
+        gen(router, guardian, reaper, *this) {
     terminal.set_progress_source([this] {
-      return progress_text({state.load(), result.restarts, opt.plan.spec.restart.max_restarts, group.live(), local_total,
-                            machine.waiting_for_go()});
+      return progress_text({state.load(), result.restarts, opt.plan.spec.restart.max_restarts,
+                            gen.group().live(), setup.local_total, machine.waiting_for_go()});
     });
   }
   ~Impl();
@@ -132,7 +137,6 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void start_store();
   void start_guardian();
   void open_loop();
-  void watch_escapees();
   void watch_signals();
   void arm_runtime();
   void arm_progress();
@@ -155,17 +159,9 @@ struct Agent::Impl final : WorkerGroup::Listener {
     if (hooks.on_self_stop) hooks.on_self_stop(a.stop, machine.generation());
   }
   void execute(const job::Progress&) { terminal.update_progress(); }
-  void execute(const job::CancelBackoff&) { uv_timer_stop(backoff_timer.get()); }
+  void execute(const job::CancelBackoff&) { uv_timer_stop(timers.backoff.get()); }
   void execute(const job::ArmBackoff&);
   void execute(const job::Collect& a);
-  // Removes the shared-memory segments the workers left (a worker killed during setup leaves one);
-  // once every worker that could have made one is gone and swept, there is nothing more to look for.
-  void sweep_segments() {
-    if (!unswept) return;
-    if (std::size_t n = shm_names::sweep(ctx.shm_prefix))
-      DTRAIN_DEBUG(agent, "removed {} shared-memory segment(s) {}* the workers left", n, ctx.shm_prefix);
-    if (group.live() == 0) unswept = false;
-  }
   void execute(const job::Finish& a);
   void fatal(const std::exception& e);
 

@@ -9,31 +9,33 @@ namespace dtrain::agent {
 Agent::Impl::~Impl() {
   if (loop_inited) close_loop();
   if (store) store->stop();
-  sweep_segments();
+  gen.sweep_segments(setup.ctx.shm_prefix);
   remove_local_run(::getpid());
 }
 
 void Agent::Impl::prepare() {
   started = std::chrono::steady_clock::now();
   const auto& spec = opt.plan.spec;
+  auto& command = setup.command;
   command = spec.command;
   command.insert(command.end(), opt.extra_args.begin(), opt.extra_args.end());
   if (command.empty() || command[0].empty())
     throw ConfigError("the job has no command: set \"command\" in the job spec (e.g. [\"python3\", \"train.py\"])");
   std::error_code ec;
-  workdir = fs::absolute(spec.workdir.empty() ? fs::path(".") : fs::path(spec.workdir), ec);
+  setup.workdir = fs::absolute(spec.workdir.empty() ? fs::path(".") : fs::path(spec.workdir), ec);
   if (auto r = check_command(opt.plan); r && r->code == exit_code::usage) throw ConfigError(r->message);
   (void)format_tag(spec.output.tag_format, 0, 0, 0, "stdout");  // a bad tag format fails before anything runs
 
-  base_env = current_environment();
-  helper = find_helper(opt.self_exe, opt.shim);
+  setup.base_env = current_environment();
+  setup.helper = find_helper(opt.self_exe, opt.shim);
   const auto& plan = opt.plan;
   std::vector<int> local = local_ranks();
-  local_total = static_cast<int>(local.size());
+  setup.local_total = static_cast<int>(local.size());
   result.ranks = plan.world_size;
-  result.local_ranks = local_total;
+  result.local_ranks = setup.local_total;
   result.node_rank = plan.identity.node_rank;
 
+  auto& ctx = setup.ctx;
   ctx.max_restarts = spec.restart.max_restarts;
   ctx.run_id = plan.run_id.empty() ? fmt::format("dtrain-{}", ::getpid()) : plan.run_id;
   result.restarts = 0;
@@ -54,9 +56,9 @@ void Agent::Impl::prepare() {
   result.run_dir = run_folder.path().string();
   ctx.plan_path = run_folder.plan_path().string();
   run_folder.write_plan(config::plan_to_json(plan));
-  ctx.checkpoint_dir = run_folder.checkpoint_dir(spec.restart.checkpoint_dir, workdir).string();
+  ctx.checkpoint_dir = run_folder.checkpoint_dir(spec.restart.checkpoint_dir, setup.workdir).string();
   for (const auto& f : run_folder.temporary_folders()) guardian.remove_at_end(f.string());
-  board.open(run_folder.path(), local);
+  gen.board().open(run_folder.path(), local);
   add_local_run({::getpid(), ctx.run_id, plan.identity.node_rank, result.run_dir, spec.output.hang_timeout_s});
 }
 
@@ -72,10 +74,10 @@ std::vector<int> Agent::Impl::local_ranks() const {
 void Agent::Impl::adopt_plan(const config::Plan& plan) {
   opt.plan = plan;
   run_folder.write_plan(config::plan_to_json(plan));
-  ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
+  setup.ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;
   result.ranks = plan.world_size;
   result.node_rank = plan.identity.node_rank;
-  board.open(run_folder.path(), local_ranks());
+  gen.board().open(run_folder.path(), local_ranks());
 }
 
 // A bad command is reported once, before anything is spawned.
@@ -95,7 +97,7 @@ void Agent::Impl::start_store() {
   so.host = "127.0.0.1";
   so.port = 0;
   so.token = token;
-  so.run_id = ctx.run_id;
+  so.run_id = setup.ctx.run_id;
   store = std::make_unique<rdzv::Server>(so);
   store->start(/*serve_now=*/false);
   // Its thread starts with the first connection: a job whose workers never use the store (a plain
@@ -109,10 +111,10 @@ void Agent::Impl::start_store() {
       guarded(*self, [&] { self->store->serve(); });
     });
   if (rc < 0) store->serve();  // no watch: serve at once
-  ctx.store_addr = fmt::format("127.0.0.1:{}", store->port());
-  ctx.store_token = token;
-  ctx.local_addr = "127.0.0.1";
-  DTRAIN_DEBUG(agent, "standalone store on {}", ctx.store_addr);
+  setup.ctx.store_addr = fmt::format("127.0.0.1:{}", store->port());
+  setup.ctx.store_token = token;
+  setup.ctx.local_addr = "127.0.0.1";
+  DTRAIN_DEBUG(agent, "standalone store on {}", setup.ctx.store_addr);
 }
 
 }  // namespace dtrain::agent
