@@ -15,7 +15,7 @@ void Agent::Impl::start_guardian() {
   if (rc < 0) throw_os_error(rc, "cannot create the agent's event loop");
   loop_inited = true;
   reaper.start(&loop, opt.reap_escapees);
-  guardian.start(&loop, setup.helper.exe, setup.helper.guard_word, opt.output.stderr_fd, setup.ctx.agent_id,
+  guardian.start(&loop, setup.guardian_program.exe, setup.guardian_program.guard_word, opt.output.stderr_fd, setup.ctx.agent_id,
                  [this](const std::string& message) { fatal(IoError(message)); });
   guardian.sweep_at_end(setup.ctx.shm_prefix);
 }

@@ -20,7 +20,7 @@
 #include <utility>
 #include "dtrain/agent/env.hpp"
 #include "dtrain/agent/hang.hpp"
-#include "dtrain/agent/output.hpp"
+#include "dtrain/agent/line_prefix.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
@@ -71,7 +71,7 @@ struct WorkerSetup {
   EnvContext ctx;                          // run id, store, master address; generation and port per spawn
   fs::path workdir;
   std::vector<std::string> command;        // spec.command, then extra_args
-  Helper helper;                           // what runs the guardian
+  GuardianProgram guardian_program;
   std::optional<std::string> interpreter;  // the Python that runs the command ("" : none), once looked up
   int local_total = 0;                     // workers on this node
 };

@@ -27,7 +27,7 @@ void Agent::Impl::prepare() {
   (void)format_tag(spec.output.tag_format, 0, 0, 0, "stdout");  // a bad tag format fails before anything runs
 
   setup.base_env = current_environment();
-  setup.helper = find_helper(opt.self_exe, opt.shim);
+  setup.guardian_program = find_guardian_program(opt.self_exe, opt.shim);
   const auto& plan = opt.plan;
   std::vector<int> local = local_ranks();
   setup.local_total = static_cast<int>(local.size());

@@ -1,7 +1,7 @@
 // ControlThread (control_thread.hpp): one queue in, the bridge's actions out.
 #include "control_thread.hpp"
 
-#include "dtrain/agent/output.hpp"
+#include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"

@@ -3,7 +3,7 @@
 
 #include <unistd.h>
 
-#include "dtrain/agent/output.hpp"
+#include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 
 namespace dtrain::agent {

@@ -11,7 +11,6 @@
 #include <optional>
 
 #include "control_thread.hpp"
-#include "dtrain/agent/output.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"

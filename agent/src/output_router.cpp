@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 

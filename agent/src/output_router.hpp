@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "dtrain/agent/agent.hpp"
-#include "dtrain/agent/output.hpp"
+#include "dtrain/agent/line_prefix.hpp"
+#include "dtrain/agent/line_splitter.hpp"
 #include "failure_report.hpp"
 #include "terminal.hpp"
 

@@ -83,8 +83,8 @@ std::optional<Refusal> check_command(const config::Plan& plan) {
   return Refusal{r.code, r.message};
 }
 
-Helper find_helper(const std::string& self_exe, const std::string& shim) {
-  Helper h;
+GuardianProgram find_guardian_program(const std::string& self_exe, const std::string& shim) {
+  GuardianProgram h;
   h.exe = self_exe;
   if (h.exe.empty()) {
     char buf[4096];

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "dtrain/agent/output.hpp"
+#include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 
 namespace dtrain::agent {

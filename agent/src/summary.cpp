@@ -8,7 +8,7 @@
 #include <cerrno>
 
 #include "dtrain/agent/agent.hpp"
-#include "dtrain/agent/output.hpp"
+#include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 #include "failure_report.hpp"
 

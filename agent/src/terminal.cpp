@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "dtrain/agent/output.hpp"
+#include "dtrain/agent/write_all.hpp"
 
 namespace dtrain::agent {
 

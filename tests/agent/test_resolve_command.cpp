@@ -44,20 +44,20 @@ TEST_SUITE("agent::resolve_command") {
     }
   }
 
-  TEST_CASE("the helper: dtrain-shim next to the binary, else the binary's own entry points") {
+  TEST_CASE("the guardian program: dtrain-shim next to the binary, else the binary's own entry points") {
     TempDir t;
     fs::create_directories(t.path / "bin");
     fs::create_directories(t.path / "libexec" / "dtrain");
     write_file(t.path / "bin" / "dtrain", "", true);
-    auto self = dtrain::agent::find_helper((t.path / "bin" / "dtrain").string(), "");
+    auto self = dtrain::agent::find_guardian_program((t.path / "bin" / "dtrain").string(), "");
     CHECK(self.exe == (t.path / "bin" / "dtrain").string());
     CHECK(self.guard_word == "__guard");
 
     write_file(t.path / "libexec" / "dtrain" / "dtrain-shim", "", true);
-    auto libexec = dtrain::agent::find_helper((t.path / "bin" / "dtrain").string(), "");
+    auto libexec = dtrain::agent::find_guardian_program((t.path / "bin" / "dtrain").string(), "");
     CHECK(fs::equivalent(libexec.exe, t.path / "libexec" / "dtrain" / "dtrain-shim"));
     CHECK(libexec.guard_word == "guard");
-    CHECK(dtrain::agent::find_helper((t.path / "bin" / "dtrain").string(), "self").guard_word == "__guard");
-    CHECK(dtrain::agent::find_helper("/x/dtrain", "/opt/shim").exe == "/opt/shim");
+    CHECK(dtrain::agent::find_guardian_program((t.path / "bin" / "dtrain").string(), "self").guard_word == "__guard");
+    CHECK(dtrain::agent::find_guardian_program("/x/dtrain", "/opt/shim").exe == "/opt/shim");
   }
 }

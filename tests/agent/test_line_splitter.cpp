@@ -3,13 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "dtrain/agent/output.hpp"
-#include "dtrain/common/errors.hpp"
+#include "dtrain/agent/line_splitter.hpp"
 
-using dtrain::agent::format_tag;
 using dtrain::agent::LineSplitter;
 
-TEST_SUITE("agent::output") {
+TEST_SUITE("agent::line_splitter") {
   TEST_CASE("line splitter keeps lines whole across chunk boundaries") {
     LineSplitter sp;
     std::vector<std::string> lines;
@@ -58,22 +56,5 @@ TEST_SUITE("agent::output") {
       CHECK_FALSE(s3.has_partial());
     }
     CHECK(dtrain::agent::cut_mark(65536).find("line over 65536 bytes, cut here") != std::string::npos);
-  }
-
-  TEST_CASE("tag format fields") {
-    CHECK(format_tag("[{node}/{rank}] ", 1, 7, 3, "stdout") == "[1/7] ");
-    CHECK(format_tag("{local_rank}:{stream}| ", 0, 5, 2, "stderr") == "2:stderr| ");
-    CHECK(format_tag("{{lit}} {rank}", 0, 4, 0, "stdout") == "{lit} 4");
-    CHECK_THROWS_AS(format_tag("{rnak}", 0, 0, 0, "stdout"), dtrain::ConfigError);
-    CHECK_THROWS_AS(format_tag("[{rank", 0, 0, 0, "stdout"), dtrain::ConfigError);
-  }
-
-  TEST_CASE("timestamp prefix shape") {
-    auto s = dtrain::agent::timestamp_prefix(std::chrono::system_clock::now());
-    REQUIRE(s.size() == 24);
-    CHECK(s[4] == '-');
-    CHECK(s[10] == 'T');
-    CHECK(s[19] == '.');
-    CHECK(s.back() == ' ');
   }
 }

@@ -1,6 +1,5 @@
 #pragma once
-// Worker output plumbing: bytes from a pipe -> whole lines -> tagged lines on the terminal.
-#include <chrono>
+// A worker's output stream as lines: bytes from a pipe -> whole lines (cut at a limit).
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -65,17 +64,9 @@ class LineSplitter {
   std::string partial_;
 };
 
-// What ends a piece of a line cut by LineSplitter: " [dtrain: line over 65536 bytes, cut here]".
-std::string cut_mark(std::size_t max_line);
-
-// Expands {node} {rank} {local_rank} {stream} in a tag format; other text is kept as is, "{{" and
-// "}}" are literal braces. Throws ConfigError naming an unknown field.
-std::string format_tag(std::string_view format, int node, int rank, int local_rank,
-                       std::string_view stream);
-// "2026-12-02T14:02:23.123 " (local time, milliseconds).
-std::string timestamp_prefix(std::chrono::system_clock::time_point t);
-
-// Writes all of `data` to fd, waiting (poll) when it is non-blocking and full. Returns false on error.
-bool write_all(int fd, std::string_view data);
+// What ends a piece of a line cut by LineSplitter: " [dtrain: line over 65536 bytes, cut here; ...]".
+inline std::string cut_mark(std::size_t max_line) {
+  return " [dtrain: line over " + std::to_string(max_line) + " bytes, cut here; it goes on in the next line]";
+}
 
 }  // namespace dtrain::agent

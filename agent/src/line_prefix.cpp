@@ -1,9 +1,8 @@
-#include "dtrain/agent/output.hpp"
+// A worker line's tag and timestamp (line_prefix.hpp).
+#include "dtrain/agent/line_prefix.hpp"
 
-#include <poll.h>
-#include <unistd.h>
+#include <fmt/format.h>
 
-#include <cerrno>
 #include <ctime>
 
 #include "dtrain/common/errors.hpp"
@@ -46,10 +45,6 @@ std::string format_tag(std::string_view format, int node, int rank, int local_ra
   return out;
 }
 
-std::string cut_mark(std::size_t max_line) {
-  return fmt::format(" [dtrain: line over {} bytes, cut here; it goes on in the next line]", max_line);
-}
-
 std::string timestamp_prefix(std::chrono::system_clock::time_point t) {
   auto secs = std::chrono::system_clock::to_time_t(t);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
@@ -58,24 +53,6 @@ std::string timestamp_prefix(std::chrono::system_clock::time_point t) {
   char buf[64];
   std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   return fmt::format("{}.{:03d} ", std::string_view(buf, n), static_cast<int>(ms));
-}
-
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n > 0) {
-      data.remove_prefix(static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, 1000);
-      continue;
-    }
-    return false;
-  }
-  return true;
 }
 
 }  // namespace dtrain::agent
