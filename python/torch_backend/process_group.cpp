@@ -21,7 +21,8 @@ ProcessGroupDtrain::ProcessGroupDtrain(const c10::intrusive_ptr<c10d::Store>& st
   config.size = size;
   config.store = store_->table();
   config.timeout_s = seconds(timeout, timeout);
-  config.transport = std::getenv("DTRAIN_TRANSPORT");
+  const char* transport = std::getenv("DTRAIN_TRANSPORT");  // unset or empty: the library's choice
+  config.transport = transport != nullptr && *transport != '\0' ? transport : nullptr;
   config.name = name_.c_str();
   const dtrain_status_t st = dtrain_comm_init_config(&config, &comm_);
   if (st != DTRAIN_SUCCESS) {
