@@ -34,7 +34,6 @@ int launch(const LaunchArgs& a) {
   agent::AgentOptions o;
   o.embed_store = true;
   o.reap_escapees = true;  // this process has no children but the ones the agent spawns
-  o.master_port = plan.identity.master_port;
   const RunArgs& run = a.spec.run;
   o.role = run.role;
   o.summary_json = run.summary_json;

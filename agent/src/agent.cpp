@@ -6,6 +6,16 @@
 
 #include <uv.h>
 
+#include <csignal>
+#include <cstring>
+
+#include "dtrain/agent/hang.hpp"
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/log.hpp"
+#include "dtrain/common/net.hpp"
+#include "failure_report.hpp"
+#include "shim.h"
+
 namespace dtrain::agent {
 
 // The loop and the guardian, first of all: the guardian's start (two forks and an exec, none of

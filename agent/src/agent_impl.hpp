@@ -5,33 +5,22 @@
 // elastic generation's plan). The current generation's workers: generation.hpp.
 #include "dtrain/agent/agent.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <uv.h>
-#include <algorithm>
+
 #include <atomic>
-#include <cerrno>
-#include <csignal>
-#include <cstring>
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
+
 #include "dtrain/agent/env.hpp"
-#include "dtrain/agent/hang.hpp"
-#include "dtrain/agent/line_prefix.hpp"
-#include "dtrain/common/errors.hpp"
-#include "dtrain/common/exit_codes.hpp"
-#include "dtrain/common/log.hpp"
-#include "dtrain/common/net.hpp"
-#include "dtrain/common/shm_names.hpp"
-#include "dtrain/common/system.hpp"
 #include "dtrain/common/uv_handle.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
 #include "dtrain/rendezvous/server.hpp"
-#include "failure_report.hpp"
 #include "generation.hpp"
 #include "guardian.hpp"
 #include "job_machine.hpp"
@@ -39,14 +28,12 @@
 #include "reaper.hpp"
 #include "resolve_command.hpp"
 #include "run_folder.hpp"
-#include "shim.h"
 #include "terminal.hpp"
 #include "worker_group.hpp"
 
 namespace dtrain::agent {
 
 namespace fs = std::filesystem;
-
 
 // How long a local failure waits for the rest of its stderr before the other nodes hear of it.
 inline constexpr std::uint64_t kTailWaitMs = 500;
@@ -59,7 +46,7 @@ inline JobPolicy policy_of(const AgentOptions& o) {
   p.external_start = o.external_start;
   p.grace_s = o.plan.spec.grace_s;
   p.max_runtime_s = o.plan.spec.max_runtime_s;
-  p.master_port = o.master_port;
+  p.master_port = o.master_port ? o.master_port : o.plan.identity.master_port;
   p.first_generation = o.first_generation;
   return p;
 }

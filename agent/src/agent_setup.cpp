@@ -3,6 +3,13 @@
 #include <unistd.h>
 
 #include "agent_impl.hpp"
+#include "dtrain/agent/hang.hpp"
+#include "dtrain/agent/line_prefix.hpp"
+#include "dtrain/common/errors.hpp"
+#include "dtrain/common/exit_codes.hpp"
+#include "dtrain/common/log.hpp"
+#include "dtrain/common/system.hpp"
+#include "dtrain/rendezvous/auth.hpp"
 
 namespace dtrain::agent {
 

@@ -68,7 +68,9 @@ struct AgentOptions {
   std::string store_token;
   std::map<std::string, std::string> store_env;  // more of the store's variables (the etcd backend's DTRAIN_ETCD_*)
   std::string local_addr = "127.0.0.1";
-  std::optional<int> master_port;         // unset: a free port on this (master) node
+  // MASTER_PORT of a multi-node job's rank table; unset: plan.identity.master_port (--master-port,
+  // MASTER_PORT), else a free port on this (master) node
+  std::optional<int> master_port;
   // Multi-node: when true every generation waits in `starting` for post(Event::go(g)).
   bool external_start = false;
   int first_generation = 0;               // a node that joins an elastic job later starts at its generation
