@@ -67,11 +67,6 @@ void ProcessGroupDtrain::check(dtrain_status_t st, const char* op) const {
                            " ranks): " + (text && *text ? text : "no details") + " (" + dtrain_status_string(st) + ")");
 }
 
-void ProcessGroupDtrain::require(const void* fn, const char* symbol, const char* op) const {
-  TORCH_CHECK(fn != nullptr, "dtrain backend: ", op, " needs ", symbol, ", which the loaded libdtrain_collectives (",
-              dtrain_version(), ") does not export; use the library built with this backend");
-}
-
 void ProcessGroupDtrain::check_root(int64_t root, const char* op) const {
   TORCH_CHECK(root >= 0 && root < size_, "dtrain backend: ", op, " root rank ", root, " is not in 0 .. ", size_ - 1);
 }

@@ -79,8 +79,6 @@ class ProcessGroupDtrain : public c10d::ProcessGroup {
   // On the group's thread: throws, naming the rank, the group and what dtrain said, unless st is
   // DTRAIN_SUCCESS.
   void check(dtrain_status_t st, const char* op) const;
-  // An optional (weakly bound) entry point of the library, or a clear error that it is too old.
-  void require(const void* fn, const char* symbol, const char* op) const;
   void check_root(int64_t root, const char* op) const;
   // One reduction on the group's thread: a premultiplied sum gets its op made and destroyed around it.
   template <typename F>

@@ -2,7 +2,6 @@
 // (a list of tensors of any sizes), over dtrain_alltoall and dtrain_alltoallv.
 #include <numeric>
 
-#include "optional_abi.hpp"
 #include "process_group.hpp"
 
 namespace dtrain_torch {
@@ -65,10 +64,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::alltoall_base(at::Tensor& out
         const Span sp = span_of(src, false, op);
         const Span dp = span_of(s.buf, false, op);
         if (even) {
-          require(DTRAIN_TORCH_FN(dtrain_alltoall), op);
           check(dtrain_alltoall(comm_, sp.ptr, dp.ptr, sp.count / static_cast<size_t>(size_), sp.dtype, nullptr), op);
         } else {
-          require(DTRAIN_TORCH_FN(dtrain_alltoallv), op);
           const std::vector<size_t> sd = displacements(send);
           const std::vector<size_t> rd = displacements(recv);
           check(dtrain_alltoallv(comm_, sp.ptr, send.data(), sd.data(), dp.ptr, recv.data(), rd.data(), sp.dtype,
@@ -94,7 +91,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::alltoall(std::vector<at::Tens
   for (const auto& t : inputs) send.push_back(static_cast<size_t>(t.numel()) * units);
   for (const auto& t : outputs) recv.push_back(static_cast<size_t>(t.numel()) * units);
   return enqueue(c10d::OpType::ALLTOALL, op, outputs, opts.timeout, [this, inputs, outputs, send, recv](DtrainWork&) {
-    require(DTRAIN_TORCH_FN(dtrain_alltoallv), op);
     const at::Tensor src = flatten(inputs);
     at::Tensor dst = flatten(outputs, false);
     const Span sp = span_of(src, false, op);

@@ -1,6 +1,5 @@
 // ProcessGroupDtrain's data movement: broadcast, allgather (list, _base, coalesced), gather, scatter.
 // Any dtype moves (those dtrain has no name for, as bytes); lists go through one flat buffer.
-#include "optional_abi.hpp"
 #include "process_group.hpp"
 
 namespace dtrain_torch {
@@ -117,7 +116,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::gather(std::vector<std::vecto
   }
   at::Tensor in = inputs[0];
   return enqueue(c10d::OpType::GATHER, op, outs, opts.timeout, [this, in, outs, root](DtrainWork&) {
-    require(DTRAIN_TORCH_FN(dtrain_gather), op);
     const at::Tensor src = in.contiguous();
     const Span sp = span_of(src, false, op);
     at::Tensor flat = outs.empty() ? at::Tensor() : flatten(outs, false);
@@ -146,7 +144,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::scatter(std::vector<at::Tenso
   }
   at::Tensor out = outputs[0];
   return enqueue(c10d::OpType::SCATTER, op, outputs, opts.timeout, [this, out, ins, root](DtrainWork&) {
-    require(DTRAIN_TORCH_FN(dtrain_scatter), op);
     const at::Tensor flat = ins.empty() ? at::Tensor() : flatten(ins);
     Staged s(out);
     const Span sp = span_of(s.buf, false, op);

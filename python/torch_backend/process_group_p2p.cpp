@@ -1,5 +1,4 @@
 // ProcessGroupDtrain's point-to-point ops (send, recv, recv from any source) and barrier.
-#include "optional_abi.hpp"
 #include "process_group.hpp"
 
 namespace dtrain_torch {
@@ -63,7 +62,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::recvAnysource(std::vector<at:
   check_single(tensors, op);
   at::Tensor t = tensors[0];
   return enqueue(c10d::OpType::RECVANYSOURCE, op, tensors, c10d::kUnsetTimeout, [this, t, tag](DtrainWork& w) {
-    require(DTRAIN_TORCH_FN(dtrain_recv_any), op);
     Staged s(t);
     const Span sp = span_of(s.buf, false, op);
     int source = -1;

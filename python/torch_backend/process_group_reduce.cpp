@@ -1,6 +1,5 @@
 // ProcessGroupDtrain's reductions: allreduce, allreduce_coalesced, reduce, reduce_scatter and
 // _reduce_scatter_base, with every ReduceOp (PREMUL_SUM as a dtrain premultiplied-sum op).
-#include "optional_abi.hpp"
 #include "process_group.hpp"
 
 namespace dtrain_torch {
@@ -11,7 +10,6 @@ void ProcessGroupDtrain::with_op(const Reduction& r, const char* op, F&& call) {
     check(call(r.op), op);
     return;
   }
-  require(DTRAIN_TORCH_FN(dtrain_redop_create_premul_sum), op);
   dtrain_op_t premul;
   check(dtrain_redop_create_premul_sum(comm_, r.scale, &premul), op);
   const dtrain_status_t st = call(premul);
@@ -61,7 +59,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::reduce(std::vector<at::Tensor
   const int root = static_cast<int>(opts.rootRank);
   at::Tensor t = tensors[0];
   return enqueue(c10d::OpType::REDUCE, op, tensors, opts.timeout, [this, t, red, root](DtrainWork&) {
-    require(DTRAIN_TORCH_FN(dtrain_reduce), op);
     Staged s(t);
     const Span sp = span_of(s.buf, true, op);
     void* out = rank_ == root ? sp.ptr : nullptr;
