@@ -18,7 +18,7 @@ for p in /usr/bin/python3 "$(command -v python3 || true)"; do
   [ -n "$p" ] && [ -x "$p" ] && "$p" -c "import torch" >/dev/null 2>&1 && { python=$p; break; }
 done
 if [ -z "$python" ]; then
-  echo "SKIPPED: no Python here can import torch (tried /usr/bin/python3 and python3 on PATH); install python3-torch (scripts/install-deps.sh)"
+  echo "SKIP: no Python here can import torch (tried /usr/bin/python3 and python3 on PATH); install python3-torch (scripts/install-deps.sh)"
   exit 77
 fi
 

@@ -14,7 +14,7 @@ SKIP = 77
 
 
 def skip(reason):
-    print(f"SKIPPED: {reason}", flush=True)
+    print(f"SKIP: {reason}", flush=True)
     sys.exit(SKIP)
 
 
