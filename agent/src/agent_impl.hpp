@@ -51,11 +51,11 @@ inline JobPolicy policy_of(const AgentOptions& o) {
   return p;
 }
 
-
-// What every generation's workers are started with, fixed before the loop runs (prepare()).
+// What the workers are started with: set before the loop runs (prepare, start_store); each spawn
+// sets the context's generation and MASTER_PORT, an elastic generation's plan its master address.
 struct WorkerSetup {
   EnvMap base_env;                         // the agent's own environment
-  EnvContext ctx;                          // run id, store, master address; generation and port per spawn
+  EnvContext ctx;                          // run id, store, master address, generation, port
   fs::path workdir;
   std::vector<std::string> command;        // spec.command, then extra_args
   GuardianProgram guardian_program;
@@ -71,6 +71,8 @@ struct Inbox {
   UvHandle<uv_async_t> async;
 };
 
+// SIGTERM -> SIGKILL grace, restart backoff, max_runtime_s, the progress tick (hang diagnosis), and a
+// local failure's wait for its stderr (kTailWaitMs).
 struct Timers {
   UvHandle<uv_timer_t> grace, backoff, runtime, progress, failure;
 };
