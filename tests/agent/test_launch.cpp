@@ -11,15 +11,30 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "agent_test_util.hpp"
+#include "test_needs.hpp"
 
 using namespace agent_test;
 
 namespace {
+
+// A 64 KiB tmpfs can be mounted in a mount namespace of our own (as root, or in a user namespace).
+const dtrain::test::Need need_tmpfs("tmpfs", [] {
+  const char* cmd = ::geteuid() == 0 ? "unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /mnt' 2>&1"
+                                     : "unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs /mnt' 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd, "r");
+  if (p == nullptr) return std::string("cannot run unshare");
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  int rc = ::pclose(p);
+  return rc == 0 ? std::string() : "cannot mount a small tmpfs in a mount namespace here: " + out;
+});
 
 struct Launch {
   pid_t pid = -1;
@@ -282,43 +297,6 @@ TEST_SUITE("agent::launch") {
       CHECK(l.rc == 2);
       CHECK(l.err.find("cannot open: Permission denied") != std::string::npos);
     }
-    SUBCASE("the log folder's disk is full") {
-      TempDir t;
-      fs::create_directories(t.path / "small");
-      std::string marker = unique_marker();
-      auto j = job(t, "touch \"started.$RANK\"", 2, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
-      // A small tmpfs, filled up, in a mount namespace of its own (root or an unprivileged user
-      // namespace); skipped with the reason where neither is allowed.
-      std::string script = "mount -t tmpfs -o size=64k tmpfs small 2>/dev/null || "
-                           "{ echo 'cannot mount a tmpfs here' >&2; exit 99; }; "
-                           "dd if=/dev/zero of=small/fill bs=4k 2>/dev/null; exec \"$0\" \"$@\"";
-      pid_t pid = ::fork();
-      if (pid == 0) {
-        int o = ::open((t.path / "launch.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        ::dup2(o, 2);
-        ::dup2(o, 1);
-        if (::chdir(t.path.c_str()) != 0) _exit(126);
-        std::vector<std::string> a = {"unshare", "-rm", "sh", "-c", script, DTRAIN_BIN, "launch", j, "--log-dir", "small/logs"};
-        if (::geteuid() == 0) a = {"unshare", "-m", "sh", "-c", script, DTRAIN_BIN, "launch", j, "--log-dir", "small/logs"};
-        std::vector<char*> argv;
-        for (auto& s : a) argv.push_back(s.data());
-        argv.push_back(nullptr);
-        ::execvp("unshare", argv.data());
-        _exit(98);
-      }
-      int rc = wait_child(pid, 60);
-      std::string err = slurp(t.path / "launch.err");
-      INFO(err);
-      if (rc == 98 || rc == 99 || err.find("unshare:") != std::string::npos) {
-        MESSAGE("skipped: cannot make a small tmpfs here (" << (rc == 98 ? "no unshare" : err) << ")");
-        return;
-      }
-      CHECK(rc == 71);
-      CHECK(err.find("No space left on device") != std::string::npos);
-      CHECK(err.find("free space there or choose another directory") != std::string::npos);
-      CHECK_FALSE(fs::exists(t.path / "started.0"));  // nothing started
-      CHECK(procs_with_env(marker).empty());
-    }
   }
 
   TEST_CASE("MASTER_PORT exported, or --master-port, reaches every worker exactly, as the plan says") {
@@ -377,5 +355,45 @@ TEST_SUITE("agent::launch") {
     auto bad = launch(t, {"launch", j, "--tee", "5"});
     CHECK(bad.rc == 2);
     CHECK(bad.err.find("--tee 5: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)") != std::string::npos);
+  }
+}
+
+// The one case that needs a small tmpfs in a mount namespace of its own: a ctest entry of its own
+// (test_launch_disk_full, NEEDS tmpfs), so that where none can be made only it is skipped.
+TEST_SUITE("agent::launch::disk_full") {
+  TEST_CASE("resource errors: the log folder's disk is full: a clear message, status 71, nothing left running") {
+    TempDir t;
+    fs::create_directories(t.path / "small");
+    std::string marker = unique_marker();
+    auto j = job(t, "touch \"started.$RANK\"", 2, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
+    // A small tmpfs, filled up, in a mount namespace of its own (root or an unprivileged user
+    // namespace: the need "tmpfs" checks that one can be made).
+    std::string script = "mount -t tmpfs -o size=64k tmpfs small 2>/dev/null || "
+                         "{ echo 'cannot mount a tmpfs here' >&2; exit 99; }; "
+                         "dd if=/dev/zero of=small/fill bs=4k 2>/dev/null; exec \"$0\" \"$@\"";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int o = ::open((t.path / "launch.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(o, 2);
+      ::dup2(o, 1);
+      if (::chdir(t.path.c_str()) != 0) _exit(126);
+      std::vector<std::string> a = {"unshare", "-rm", "sh", "-c", script, DTRAIN_BIN, "launch", j, "--log-dir", "small/logs"};
+      if (::geteuid() == 0) a = {"unshare", "-m", "sh", "-c", script, DTRAIN_BIN, "launch", j, "--log-dir", "small/logs"};
+      std::vector<char*> argv;
+      for (auto& s : a) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      ::execvp("unshare", argv.data());
+      _exit(98);
+    }
+    int rc = wait_child(pid, 60);
+    std::string err = slurp(t.path / "launch.err");
+    INFO(err);
+    REQUIRE(rc != 98);  // unshare could not be started
+    REQUIRE(rc != 99);  // no tmpfs in the mount namespace
+    CHECK(rc == 71);
+    CHECK(err.find("No space left on device") != std::string::npos);
+    CHECK(err.find("free space there or choose another directory") != std::string::npos);
+    CHECK_FALSE(fs::exists(t.path / "started.0"));  // nothing started
+    CHECK(procs_with_env(marker).empty());
   }
 }
