@@ -219,7 +219,7 @@ def check_prerequisites(a):
                        text=True)
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["?"])[-1]
-        print(f"SKIPPED: {a.python} cannot import torch.distributed and dtrain.torch from {a.build}/python ({last}); "
+        print(f"SKIP: {a.python} cannot import torch.distributed and dtrain.torch from {a.build}/python ({last}); "
               "install python3-torch and libtorch-dev (scripts/install-deps.sh) and build the torch backend")
         sys.exit(77)
 
