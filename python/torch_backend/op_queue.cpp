@@ -1,5 +1,7 @@
 #include "op_queue.hpp"
 
+#include <Python.h>
+
 #include <stdexcept>
 
 namespace dtrain_torch {
@@ -45,7 +47,20 @@ void OpQueue::stop(const std::string& why) {
     w->cancel(std::make_exception_ptr(
         std::runtime_error(std::string("dtrain backend: ") + w->name() + " was not run: " + why)));
   }
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) join_without_gil();
+}
+
+// The thread may need the GIL to finish its op (freeing a tensor that has a Python object), and a
+// group is often destroyed from Python (destroy_process_group, or DDP's reducer at exit) with the GIL
+// held: joining then would wait for ever. So the GIL is let go for the join.
+void OpQueue::join_without_gil() {
+  if (Py_IsInitialized() == 0 || PyGILState_Check() == 0) {
+    thread_.join();
+    return;
+  }
+  PyThreadState* saved = PyEval_SaveThread();
+  thread_.join();
+  PyEval_RestoreThread(saved);
 }
 
 void OpQueue::loop() {

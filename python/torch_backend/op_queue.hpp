@@ -33,6 +33,7 @@ class OpQueue {
 
  private:
   void loop();
+  void join_without_gil();
 
   DtrainWork::Body before_;
   DtrainWork::Pair pair_;
