@@ -21,33 +21,17 @@ import json
 import math
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime, timezone
 
+from bench_stats import fmt3, human, loadavg, med, parse_size, ratio
+
 FULL_SIZES = "8,64,512,4K,32K,256K,1M,4M,16M,64M"
 QUICK_SIZES = "8,64K,1M"
 AR_IMPLS = ["dtrain-shm", "ompi-shm", "dtrain-tcp", "ompi-tcp", "gloo-tcp"]
-
-
-def parse_size(text):
-    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:].lower(), 1)
-    return int(float(text[:-1] if scale > 1 else text) * scale)
-
-
-def human(nbytes):
-    for unit, shift in (("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 class Runner:
@@ -209,23 +193,6 @@ def one_round(r, i):
                 r.launch(launcher, n)
     for launcher in flip(["dtrain", "mpirun"]):
         r.kill(launcher)
-
-
-def stats(xs):
-    return (min(xs), statistics.median(xs), max(xs)) if xs else (math.nan,) * 3
-
-
-def med(r, key):
-    return stats(r.samples.get(key, []))[1]
-
-
-def fmt3(r, key, digits=2):
-    lo, m, hi = stats(r.samples.get(key, []))
-    return f"{m:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
-
-
-def ratio(num, den):
-    return num / den if den and not math.isnan(num) and not math.isnan(den) else math.nan
 
 
 def target_rows(r, sizes):

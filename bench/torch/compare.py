@@ -20,33 +20,18 @@ usage; 77 when torch or the dtrain backend cannot be imported (the reason printe
 import argparse
 import math
 import os
-import statistics
 import subprocess
 import sys
 from datetime import datetime, timezone
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_stats import fmt3, human, loadavg, med, parse_size, ratio  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FULL_SIZES = "8,64,512,4K,32K,64K,256K,1M,4M,16M,64M"
 QUICK_SIZES = "8,64K"
 SIDES = ["dtrain", "gloo", "C"]
 DDP_SIDES = ["dtrain", "gloo", "none"]
-
-
-def parse_size(text):
-    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:].lower(), 1)
-    return int(float(text[:-1] if scale > 1 else text) * scale)
-
-
-def human(nbytes):
-    for unit, shift in (("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 class Runner:
@@ -118,23 +103,6 @@ def one_round(r, i):
     jobs += [lambda m=m, b=b: r.ddp(m, b) for m in ("comm", "compute") for b in flip(DDP_SIDES)]
     for job in flip(jobs):
         job()
-
-
-def stats(xs):
-    return (min(xs), statistics.median(xs), max(xs)) if xs else (math.nan,) * 3
-
-
-def med(r, key):
-    return stats(r.samples.get(key, []))[1]
-
-
-def fmt3(r, key, digits=2):
-    lo, m, hi = stats(r.samples.get(key, []))
-    return f"{m:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
-
-
-def ratio(num, den):
-    return num / den if den and not math.isnan(num) and not math.isnan(den) else math.nan
 
 
 def worst(xs, lowest=True):

@@ -1,0 +1,39 @@
+"""What the benchmark drivers (run_all.py, torch/compare.py) share: sizes as text, load averages, and
+the statistics of a runner's samples (key -> list of values; min, median, max over the rounds)."""
+
+import math
+import statistics
+
+
+def parse_size(text):
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:].lower(), 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def human(nbytes):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def stats(xs):
+    return (min(xs), statistics.median(xs), max(xs)) if xs else (math.nan,) * 3
+
+
+def med(r, key):
+    return stats(r.samples.get(key, []))[1]
+
+
+def fmt3(r, key, digits=2):
+    lo, m, hi = stats(r.samples.get(key, []))
+    return f"{m:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def ratio(num, den):
+    return num / den if den and not math.isnan(num) and not math.isnan(den) else math.nan
