@@ -6,56 +6,20 @@
 
 #include "event_log.hpp"
 #include "job_machine.hpp"
+#include "bridge_test.hpp"
 #include "session_bridge.hpp"
 
 using namespace dtrain::agent;
 using namespace dtrain::agent::bridge;
+using namespace bridge_test;
 using std::chrono::milliseconds;
 namespace rdzv = dtrain::rdzv;
 
 namespace {
 
-constexpr int kSelf = 0;
-
-rdzv::Event failure(std::int64_t seq, int node, int rank, int code, int sig, const std::string& message) {
-  rdzv::Event e;
-  e.seq = seq;
-  e.kind = "failure";
-  e.node = node;
-  e.host = "h" + std::to_string(node);
-  e.rank = rank;
-  e.exit_code = code;
-  e.signal = sig;
-  e.message = message;
-  return e;
-}
-
 // rank 1 on node 0 saw rank 3 die (exit 14), then node 1 reports rank 3 (SIGKILL)
 const rdzv::Event kSaw = failure(1, 0, 1, 14, 0, "local rank 1, pid 11 (its collectives saw rank 3 fail); last lines of its stderr:\n    | rank 3 (pid 9) died");
 const rdzv::Event kKilled = failure(2, 1, 3, 0, SIGKILL, "local rank 1, pid 9");
-
-SessionBridge joined() {
-  SessionBridge b(BridgeConfig{kSelf, 2, "10.0.0.1:29400", milliseconds(5000)});
-  b.on(Joined{0, 4000});
-  return b;
-}
-
-WorkerExit exit_of(int rank, int code, int sig = 0) {
-  WorkerExit w;
-  w.rank = rank;
-  w.local_rank = rank % 2;
-  w.pid = 100 + rank;
-  w.exit_code = code;
-  w.signal = sig;
-  return w;
-}
-
-template <class T>
-T only(const std::vector<Action>& a) {
-  REQUIRE(a.size() == 1);
-  REQUIRE(std::holds_alternative<T>(a[0]));
-  return std::get<T>(a[0]);
-}
 
 }  // namespace
 
@@ -91,7 +55,7 @@ TEST_SUITE("agent::root_cause") {
 
   TEST_CASE("a node whose own rank only saw a peer die waits for that peer's report, then names it") {
     auto b = joined();
-    WorkerExit w = exit_of(1, 14);
+    WorkerExit w = worker_exit(1, 14, 0, 101);
     w.peer_failure = 3;
     auto rep = only<Report>(b.on(LocalFailure{w, 0}));
     CHECK(rep.message.find("(its collectives saw rank 3 fail)") != std::string::npos);
@@ -139,7 +103,7 @@ TEST_SUITE("agent::root_cause") {
 
   TEST_CASE("a failure that led to a restart does not name the end of a later stop") {
     auto b = joined();
-    b.on(LocalFailure{exit_of(1, 4), 0});
+    b.on(LocalFailure{worker_exit(1, 4, 0, 101), 0});
     b.on(JobEvent{failure(1, kSelf, 1, 4, 0, "local rank 1, pid 101"), 0});
     b.on(AgentState{JobState::restarting, 0});
     auto end = only<End>(b.on(AgentDone{143, "interrupted by SIGTERM"}));
@@ -163,7 +127,7 @@ TEST_SUITE("agent::root_cause") {
   }
 
   TEST_CASE("the report's first line carries the peer's failure; the exception's first line is kept") {
-    WorkerExit w = exit_of(1, 1);
+    WorkerExit w = worker_exit(1, 1, 0, 101);
     w.peer_failure = -1;
     w.first_exception = {"Traceback (most recent call last):"};
     for (int i = 0; i < 60; ++i) w.first_exception.push_back(std::string(200, 'f'));
@@ -179,7 +143,7 @@ TEST_SUITE("agent::root_cause") {
     JobMachine m(JobPolicy{});
     m.on(job::Start{});
     m.on(job::Spawned{});
-    WorkerExit saw = exit_of(0, 14), died = exit_of(3, 0, SIGKILL);
+    WorkerExit saw = worker_exit(0, 14, 0, 100), died = worker_exit(3, 0, SIGKILL, 103);
     m.on(job::WorkerExited{saw});   // reaped first: the first failure
     m.on(job::WorkerExited{died});  // after the SIGTERM, but killed by a SIGKILL dtrain never sent
     saw.peer_failure = 3;
@@ -198,9 +162,9 @@ TEST_SUITE("agent::root_cause") {
       JobMachine n(JobPolicy{});
       n.on(job::Start{});
       n.on(job::Spawned{});
-      WorkerExit termed = exit_of(3, 0, SIGTERM);
+      WorkerExit termed = worker_exit(3, 0, SIGTERM, 103);
       termed.stopped_by_agent = true;
-      n.on(job::WorkerExited{exit_of(0, 14)});
+      n.on(job::WorkerExited{worker_exit(0, 14, 0, 100)});
       n.on(job::Drained{{saw, termed}});
       CHECK(n.root_cause()->rank == 0);
     }
@@ -218,10 +182,10 @@ TEST_SUITE("agent::root_cause") {
     auto said = m.on(job::Remote{e});
     CHECK(std::get<job::Say>(said.front()).text ==
           "dtrain: node 0 (h0): rank 1 exited with code 14: local rank 1, pid 11: stopping the local workers");
-    auto out = m.on(job::WorkerExited{exit_of(3, 0, SIGKILL)});
+    auto out = m.on(job::WorkerExited{worker_exit(3, 0, SIGKILL, 103)});
     REQUIRE_FALSE(out.empty());
     CHECK(std::holds_alternative<job::LocalFailure>(out.front()));
-    WorkerExit termed = exit_of(2, 0, SIGTERM);
+    WorkerExit termed = worker_exit(2, 0, SIGTERM, 102);
     termed.stopped_by_agent = true;
     auto more = m.on(job::WorkerExited{termed});
     CHECK_FALSE(std::holds_alternative<job::LocalFailure>(more.front()));

@@ -5,40 +5,20 @@
 
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
+#include "bridge_test.hpp"
 #include "session_bridge.hpp"
 
 using namespace dtrain::agent;
 using namespace dtrain::agent::bridge;
+using namespace bridge_test;
 using std::chrono::milliseconds;
 namespace rdzv = dtrain::rdzv;
 namespace exit_code = dtrain::exit_code;
 
 namespace {
 
-constexpr int kSelf = 0;
-
-SessionBridge make(int node_rank = kSelf) {
-  return SessionBridge(BridgeConfig{node_rank, 2, "10.0.0.1:29400", milliseconds(5000)});
-}
-
-// A bridge whose generation 0 is joined (its go already handed out).
-SessionBridge joined(int node_rank = kSelf) {
-  auto b = make(node_rank);
-  b.on(Joined{0, 4000});
-  return b;
-}
-
 rdzv::Event failure(int node, int rank, int code, int sig = 0) {
-  rdzv::Event e;
-  e.seq = 1;
-  e.kind = "failure";
-  e.node = node;
-  e.host = "h" + std::to_string(node);
-  e.rank = rank;
-  e.exit_code = code;
-  e.signal = sig;
-  e.message = "local rank 0, pid 42";
-  return e;
+  return bridge_test::failure(1, node, rank, code, sig, "local rank 0, pid 42");
 }
 
 rdzv::Event lost(int node) {
@@ -49,24 +29,6 @@ rdzv::Event lost(int node) {
   e.host = node < 0 ? "10.0.0.1:29400" : "h" + std::to_string(node);
   e.message = node < 0 ? "lost the connection to the rendezvous: closed" : "no heartbeat for 2.0 s";
   return e;
-}
-
-WorkerExit worker_exit(int rank, int code, int sig = 0) {
-  WorkerExit w;
-  w.rank = rank;
-  w.local_rank = rank % 2;
-  w.pid = 1234;
-  w.exit_code = code;
-  w.signal = sig;
-  return w;
-}
-
-// (copies: the action lists are temporaries)
-template <class T>
-T only(const std::vector<Action>& a) {
-  REQUIRE(a.size() == 1);
-  REQUIRE(std::holds_alternative<T>(a[0]));
-  return std::get<T>(a[0]);
 }
 
 template <class T>
