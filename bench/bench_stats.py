@@ -1,8 +1,10 @@
-"""What the benchmark drivers (run_all.py, torch/compare.py) share: sizes as text, load averages, and
-the statistics of a runner's samples (key -> list of values; min, median, max over the rounds)."""
+"""What the benchmark drivers (run_all.py, torch/compare.py) share: sizes as text, load averages, the
+rounds with the load before each, the statistics of a runner's samples (key -> list of values; min,
+median, max over the rounds), and the report written out."""
 
 import math
 import statistics
+import sys
 
 
 def parse_size(text):
@@ -37,3 +39,20 @@ def fmt3(r, key, digits=2):
 
 def ratio(num, den):
     return num / den if den and not math.isnan(num) and not math.isnan(den) else math.nan
+
+
+def run_rounds(r, rounds, one_round, label="round"):
+    """Runs one_round(r, i) `rounds` times, noting the load average before each and at the end."""
+    for i in range(rounds):
+        r.loads.append(loadavg())
+        print(f"# {label} {i + 1}/{rounds}, load {r.loads[-1]}", file=sys.stderr, flush=True)
+        one_round(r, i)
+    r.loads.append(loadavg())
+
+
+def report(text, results):
+    """Prints the report and appends it to the results file when there is one."""
+    sys.stdout.write(text)
+    if results:
+        with open(results, "a") as f:
+            f.write("\n" + text)

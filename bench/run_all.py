@@ -27,7 +27,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 
-from bench_stats import fmt3, human, loadavg, med, parse_size, ratio
+from bench_stats import fmt3, human, med, parse_size, ratio, report, run_rounds
 
 FULL_SIZES = "8,64,512,4K,32K,256K,1M,4M,16M,64M"
 QUICK_SIZES = "8,64K,1M"
@@ -319,16 +319,8 @@ def main():
     started = datetime.now(timezone.utc)
     with tempfile.TemporaryDirectory(prefix="dtrain-run-all-") as tmp:
         r = Runner(a, tmp)
-        for i in range(a.rounds):
-            r.loads.append(loadavg())
-            print(f"# round {i + 1}/{a.rounds}, load {r.loads[-1]}", file=sys.stderr, flush=True)
-            one_round(r, i)
-        r.loads.append(loadavg())
-    text = markdown(r, sizes, started, datetime.now(timezone.utc))
-    sys.stdout.write(text)
-    if a.results:
-        with open(a.results, "a") as f:
-            f.write("\n" + text)
+        run_rounds(r, a.rounds, one_round)
+    report(markdown(r, sizes, started, datetime.now(timezone.utc)), a.results)
     if a.plot:
         loads = [float(x.split()[0]) for x in r.loads]
         plot(r, sizes, a.plot, f"allreduce float32 sum, 2 ranks, {os.cpu_count()} CPUs, {started:%Y-%m-%d %H:%MZ}, "

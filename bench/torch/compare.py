@@ -25,7 +25,7 @@ import sys
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench_stats import fmt3, human, loadavg, med, parse_size, ratio  # noqa: E402
+from bench_stats import fmt3, human, med, parse_size, ratio, report, run_rounds  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FULL_SIZES = "8,64,512,4K,32K,64K,256K,1M,4M,16M,64M"
@@ -208,16 +208,8 @@ def main():
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     started = datetime.now(timezone.utc)
     r = Runner(a)
-    for i in range(a.rounds):
-        r.loads.append(loadavg())
-        print(f"# torch round {i + 1}/{a.rounds}, load {r.loads[-1]}", file=sys.stderr, flush=True)
-        one_round(r, i)
-    r.loads.append(loadavg())
-    text = markdown(r, sizes, started, datetime.now(timezone.utc))
-    sys.stdout.write(text)
-    if a.results:
-        with open(a.results, "a") as f:
-            f.write("\n" + text)
+    run_rounds(r, a.rounds, one_round, "torch round")
+    report(markdown(r, sizes, started, datetime.now(timezone.utc)), a.results)
     return 1 if r.failures else 0
 
 
