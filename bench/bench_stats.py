@@ -4,6 +4,7 @@ median, max over the rounds), and the report written out."""
 
 import math
 import statistics
+import subprocess
 import sys
 
 
@@ -56,3 +57,15 @@ def report(text, results):
     if results:
         with open(results, "a") as f:
             f.write("\n" + text)
+
+
+def run_probe(failures, what, cmd, env, timeout):
+    """Runs one probe; its stdout, or "" with what went wrong appended to `failures`."""
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        failures.append(f"{what}: timed out after {timeout} s")
+        return ""
+    if p.returncode != 0:
+        failures.append(f"{what}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
+    return p.stdout

@@ -27,7 +27,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 
-from bench_stats import fmt3, human, med, parse_size, ratio, report, run_rounds
+from bench_stats import fmt3, human, med, parse_size, ratio, report, run_probe, run_rounds
 
 FULL_SIZES = "8,64,512,4K,32K,256K,1M,4M,16M,64M"
 QUICK_SIZES = "8,64K,1M"
@@ -71,15 +71,7 @@ class Runner:
             self.failures.append(f"{impl}: no result rows")
 
     def run(self, what, cmd, env=None, timeout=600):
-        e = dict(os.environ, **(env or {}))
-        try:
-            p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.failures.append(f"{what}: timed out after {timeout} s")
-            return ""
-        if p.returncode != 0:
-            self.failures.append(f"{what}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
-        return p.stdout
+        return run_probe(self.failures, what, cmd, dict(os.environ, **(env or {})), timeout)
 
     def allreduce(self, impl):
         sizes = self.a.sizes

@@ -25,7 +25,7 @@ import sys
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench_stats import fmt3, human, med, parse_size, ratio, report, run_rounds  # noqa: E402
+from bench_stats import fmt3, human, med, parse_size, ratio, report, run_probe, run_rounds  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FULL_SIZES = "8,64,512,4K,32K,64K,256K,1M,4M,16M,64M"
@@ -49,14 +49,7 @@ class Runner:
         cmd = [os.path.join(self.a.build, "dtrain"), "launch", "--no-tag", "--nproc-per-node", str(nproc)]
         cmd += args if args[0] == "--no-python" else ["--python", self.a.python] + args
         timeout = 180 if self.a.quick else 900
-        try:
-            p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.failures.append(f"{what}: timed out after {timeout} s")
-            return ""
-        if p.returncode != 0:
-            self.failures.append(f"{what}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
-        return p.stdout
+        return run_probe(self.failures, what, cmd, self.env, timeout)
 
     def torch_allreduce(self, flip):
         args = [os.path.join(HERE, "torch_allreduce.py"), "--backends", "dtrain,gloo", "--sizes", self.a.sizes]
