@@ -186,31 +186,31 @@ void NodeSession::start_monitoring(EventFn on_event) {
   watcher_ = connect_store(co);
   {
     std::lock_guard lock(mu_);
-    hb_stop_ = watch_stop_ = false;
-    watch_ended_ = false;
+    threads_.hb_stop = threads_.watch_stop = false;
+    threads_.watch_ended = false;
     on_event_ = std::move(on_event);
   }
-  watch_thread_ = std::thread([this] { watch_loop(); });
-  hb_thread_ = std::thread([this] { heartbeat_loop(); });
+  threads_.watch = std::thread([this] { watch_loop(); });
+  threads_.heartbeat = std::thread([this] { heartbeat_loop(); });
 }
 
 void NodeSession::stop_heartbeats() {
   {
     std::lock_guard lock(mu_);
-    hb_stop_ = true;
+    threads_.hb_stop = true;
   }
   cv_.notify_all();
-  if (hb_thread_.joinable()) hb_thread_.join();
+  if (threads_.heartbeat.joinable()) threads_.heartbeat.join();
 }
 
 void NodeSession::stop_monitoring() {
   stop_heartbeats();
   {
     std::lock_guard lock(mu_);
-    watch_stop_ = true;
+    threads_.watch_stop = true;
   }
   if (watcher_) watcher_->close();
-  if (watch_thread_.joinable()) watch_thread_.join();
+  if (threads_.watch.joinable()) threads_.watch.join();
   watcher_.reset();
 }
 
@@ -222,15 +222,15 @@ void NodeSession::close_all() {
 
 void NodeSession::set_local_state(std::string state, int running, int exited, int restarts) {
   std::lock_guard lock(mu_);
-  state_ = std::move(state);
-  running_ = running;
-  exited_ = exited;
-  restarts_ = restarts;
+  local_.state = std::move(state);
+  local_.running = running;
+  local_.exited = exited;
+  local_.restarts = restarts;
 }
 
 void NodeSession::set_progress(std::string text) {
   std::lock_guard lock(mu_);
-  progress_ = std::move(text);
+  local_.progress = std::move(text);
 }
 
 void NodeSession::report(int rank, int exit_code, int signal, const std::string& message, const char* kind) {
@@ -288,7 +288,7 @@ std::optional<Event> NodeSession::leave(milliseconds timeout) {
     // Ended early: the watcher hears why at the same moment (the server fails the leavers and wakes
     // the watchers together; emit() closes our connection on a failure), unless the server is gone.
     std::unique_lock lock(mu_);
-    cv_.wait_for(lock, kGrace, [&] { return root_.has_value() || watch_ended_; });
+    cv_.wait_for(lock, kGrace, [&] { return root_.has_value() || threads_.watch_ended; });
     if (root_) return root_;
     std::string where = session_->endpoint();
     throw NodeLostError(-1, where, fmt::format("lost the rendezvous at {} in the exit barrier: {}", where, e.what()));
@@ -341,12 +341,12 @@ void NodeSession::emit(const Event& e) {
 void NodeSession::heartbeat_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait_for(lock, opts_.heartbeat_interval, [&] { return hb_stop_; });
-    if (hb_stop_) return;
+    cv_.wait_for(lock, opts_.heartbeat_interval, [&] { return threads_.hb_stop; });
+    if (threads_.hb_stop) return;
     Frame hb(Op::heartbeat);
-    hb.str(state_).i64(running_).i64(exited_).i64(restarts_);
+    hb.str(local_.state).i64(local_.running).i64(local_.exited).i64(local_.restarts);
     TcpStore* s = session_.get();
-    std::optional<std::string> progress = std::exchange(progress_, std::nullopt);
+    std::optional<std::string> progress = std::exchange(local_.progress, std::nullopt);
     int node = result_.self.node_rank;
     lock.unlock();
     try {
@@ -354,7 +354,7 @@ void NodeSession::heartbeat_loop() {
       if (progress) s->set(progress_key(node), as_bytes(*progress));
     } catch (const Error& e) {
       lock.lock();
-      if (hb_stop_) return;
+      if (threads_.hb_stop) return;
       lock.unlock();
       emit(rendezvous_lost(s->endpoint(), fmt::format("heartbeat to the rendezvous failed: {}", e.what())));
       return;
@@ -369,7 +369,7 @@ void NodeSession::watch_loop() {
     std::int64_t after;
     {
       std::lock_guard lock(mu_);
-      if (watch_stop_) return;
+      if (threads_.watch_stop) return;
       after = last_seq_;
     }
     try {
@@ -380,8 +380,8 @@ void NodeSession::watch_loop() {
     } catch (const std::exception& e) {
       {
         std::lock_guard lock(mu_);
-        if (watch_stop_) return;
-        watch_ended_ = true;
+        if (threads_.watch_stop) return;
+        threads_.watch_ended = true;
       }
       cv_.notify_all();
       emit(rendezvous_lost(w->endpoint(), fmt::format("lost the connection to the rendezvous: {}", e.what())));

@@ -107,19 +107,25 @@ class NodeSession final : public Membership {
   std::shared_ptr<Canceller> join_cancel_;
   std::unique_ptr<TcpStore> session_;
   std::unique_ptr<TcpStore> watcher_;
-  std::thread hb_thread_, watch_thread_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  // The heartbeat and watch threads and what stops them (the flags under mu_).
+  struct Threads {
+    std::thread heartbeat, watch;
+    bool hb_stop = false, watch_stop = false;
+    bool watch_ended = false;  // the watcher lost its connection
+  } threads_;
   // under mu_:
-  bool hb_stop_ = false, watch_stop_ = false;
-  bool watch_ended_ = false;     // the watcher lost its connection
   bool finished_ = false;        // in or past the exit barrier: losing the server is expected
   bool in_barrier_ = false;      // finish() waits: a fatal event breaks the wait
   TcpStore* joining_ = nullptr;  // the connection of a join in progress (cancel_join closes it)
   bool join_cancelled_ = false;
-  std::string state_ = "joined";
-  int running_ = 0, exited_ = 0, restarts_ = 0;
-  std::optional<std::string> progress_;  // not yet stored
+  // What the next heartbeat carries: this node's state and workers, and its progress lines.
+  struct Local {
+    std::string state = "joined";
+    int running = 0, exited = 0, restarts = 0;
+    std::optional<std::string> progress;  // not yet stored
+  } local_;
   JoinResult result_;
   std::optional<Event> root_;
   std::int64_t last_seq_ = 0;
