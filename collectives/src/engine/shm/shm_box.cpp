@@ -28,7 +28,7 @@ namespace dtrain::coll::shm {
 
 Engine::BoxLine* Engine::box(int rank, std::uint64_t call) const {
   const std::size_t index = static_cast<std::size_t>(rank) * 2 + static_cast<std::size_t>(call & 1u);
-  return reinterpret_cast<BoxLine*>(static_cast<std::uint8_t*>(base_) + boxes_offset_ + index * kBoxStride);
+  return reinterpret_cast<BoxLine*>(static_cast<std::uint8_t*>(base_) + layout_.boxes_offset + index * kBoxStride);
 }
 
 namespace {

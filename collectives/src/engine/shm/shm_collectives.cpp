@@ -83,7 +83,7 @@ void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
     }
   } else if (bytes <= kBoxBytes) {
     allreduce_box(d, send, recv);
-  } else if (bytes <= std::min(kSmallBytes, buf_bytes_)) {
+  } else if (bytes <= std::min(kSmallBytes, layout_.buf_bytes)) {
     allreduce_small(d, send, recv);
   } else {
     allreduce_pipelined(d, send, recv);
@@ -112,7 +112,7 @@ struct Engine::Rounds {
 
   Rounds(Engine& engine, const OpDesc& desc, const std::uint8_t* s, std::uint8_t* r)
       : e(engine), d(desc), send(s), recv(r), esz(dtype_size(desc.dtype)), align(64 / esz),
-        piece_cap((engine.buf_bytes_ / static_cast<std::size_t>(engine.n_)) / esz / align * align),
+        piece_cap((engine.layout_.buf_bytes / static_cast<std::size_t>(engine.n_)) / esz / align * align),
         round_cap(piece_cap * static_cast<std::size_t>(engine.n_)), first(engine.round_),
         div(desc.op == DTRAIN_AVG ? engine.n_ : 1), stream(desc.count * esz >= kStreamBytes),
         srcs(static_cast<std::size_t>(engine.n_)) {
@@ -214,8 +214,8 @@ void Engine::broadcast(const OpDesc& d, const void* send_v, void* recv_v) {
     end();
     return;
   }
-  for (std::size_t off = 0; off < bytes; off += buf_bytes_) {
-    const std::size_t len = std::min(buf_bytes_, bytes - off);
+  for (std::size_t off = 0; off < bytes; off += layout_.buf_bytes) {
+    const std::size_t len = std::min(layout_.buf_bytes, bytes - off);
     const int set = next_set();
     if (me_ == root) std::memcpy(slot(set, root), send + off, len);
     sync(d);
@@ -235,8 +235,8 @@ void Engine::allgather(const OpDesc& d, const void* send_v, void* recv_v) {
     end();
     return;
   }
-  for (std::size_t off = 0; off < bytes; off += buf_bytes_) {
-    const std::size_t len = std::min(buf_bytes_, bytes - off);
+  for (std::size_t off = 0; off < bytes; off += layout_.buf_bytes) {
+    const std::size_t len = std::min(layout_.buf_bytes, bytes - off);
     const int set = next_set();
     std::memcpy(slot(set, me_), send + off, len);
     sync(d);
@@ -264,7 +264,7 @@ void Engine::reduce_scatter(const OpDesc& d, const void* send_v, void* recv_v) {
     end();
     return;
   }
-  const std::size_t piece_cap = (buf_bytes_ / static_cast<std::size_t>(n_)) / esz / (64 / esz) * (64 / esz);
+  const std::size_t piece_cap = (layout_.buf_bytes / static_cast<std::size_t>(n_)) / esz / (64 / esz) * (64 / esz);
   std::vector<const void*> srcs(static_cast<std::size_t>(n_));
   for (std::size_t off = 0; off < d.count; off += piece_cap) {
     const std::size_t len = std::min(piece_cap, d.count - off);

@@ -44,18 +44,18 @@ Engine::Engine(const Options& o)
       spin_us_(o.spin_us) {
   DTRAIN_CHECK(n_ >= 1 && n_ <= kMaxLocal && me_ >= 0 && me_ < n_, "local rank {} of {}", me_, n_);
   const std::size_t ctl_off = round_up(sizeof(Header), 64);
-  boxes_offset_ = round_up(ctl_off + sizeof(RankCtl) * static_cast<std::size_t>(n_), 4096);
-  data_offset_ = round_up(boxes_offset_ + 2 * kBoxStride * static_cast<std::size_t>(n_), 4096);
+  layout_.boxes_offset = round_up(ctl_off + sizeof(RankCtl) * static_cast<std::size_t>(n_), 4096);
+  layout_.data_offset = round_up(layout_.boxes_offset + 2 * kBoxStride * static_cast<std::size_t>(n_), 4096);
   srcs_.resize(static_cast<std::size_t>(n_));
-  slot_bytes_ = std::max<std::size_t>(round_up(o.slot_bytes, 4096), 4096);
-  buf_bytes_ = 2 * slot_bytes_ / 3 / 64 * 64;
+  layout_.slot_bytes = std::max<std::size_t>(round_up(o.slot_bytes, 4096), 4096);
+  layout_.buf_bytes = 2 * layout_.slot_bytes / 3 / 64 * 64;
   spin_budget_us_ = spin_us_;
   oversubscribed_ = n_ > sys::usable_cpus();
-  rings_offset_ = data_offset_ + 2 * static_cast<std::size_t>(n_) * slot_bytes_;
+  layout_.rings_offset = layout_.data_offset + 2 * static_cast<std::size_t>(n_) * layout_.slot_bytes;
   if (n_ > 1)  // the budget's share, plus a page for headers and padding
-    ring_bytes_ = std::clamp<std::size_t>(o.p2p_bytes / static_cast<std::size_t>(n_ - 1) / 4096 * 4096,
+    layout_.ring_bytes = std::clamp<std::size_t>(o.p2p_bytes / static_cast<std::size_t>(n_ - 1) / 4096 * 4096,
                                           kMinRingBytes, kMaxRingBytes) + 4096;
-  bytes_ = rings_offset_ + static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_ - 1) * (sizeof(Ring) + ring_bytes_);
+  layout_.bytes = layout_.rings_offset + static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_ - 1) * (sizeof(Ring) + layout_.ring_bytes);
   const auto deadline = Clock::now() + timeout_;
   const std::string name_key = o.key_prefix + "shm/name";
 
@@ -96,13 +96,13 @@ int Engine::create_segment(const Options& o) {
     struct statvfs sv {};
     if (::statvfs("/dev/shm", &sv) == 0) {
       const auto avail = static_cast<std::size_t>(sv.f_bavail) * static_cast<std::size_t>(sv.f_frsize);
-      if (avail < bytes_)
+      if (avail < layout_.bytes)
         throw CollError(DTRAIN_ERR_SYSTEM,
                         fmt::format("not enough space in /dev/shm for the shared-memory engine: need {:.1f} MiB "
                                     "for {} local ranks, {:.1f} MiB free; enlarge /dev/shm (e.g. docker "
                                     "--shm-size), lower DTRAIN_SHM_SLOT_BYTES or DTRAIN_SHM_P2P_BYTES, or set "
                                     "DTRAIN_TRANSPORT=tcp",
-                                    static_cast<double>(bytes_) / 1048576.0, n_,
+                                    static_cast<double>(layout_.bytes) / 1048576.0, n_,
                                     static_cast<double>(avail) / 1048576.0));
     }
     std::string stem;
@@ -117,8 +117,8 @@ int Engine::create_segment(const Options& o) {
     fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) sys_fail(fmt::format("shm_open {}", name_), errno);
     int err = 0;
-    if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) err = errno;
-    if (err == 0) err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_));
+    if (::ftruncate(fd, static_cast<off_t>(layout_.bytes)) != 0) err = errno;
+    if (err == 0) err = ::posix_fallocate(fd, 0, static_cast<off_t>(layout_.bytes));
     if (err != 0) {
       ::close(fd);
       ::shm_unlink(name_.c_str());
@@ -126,8 +126,8 @@ int Engine::create_segment(const Options& o) {
         throw CollError(DTRAIN_ERR_SYSTEM,
                         fmt::format("/dev/shm is full: could not reserve {:.1f} MiB for {}; free space in /dev/shm "
                                     "or set DTRAIN_TRANSPORT=tcp",
-                                    static_cast<double>(bytes_) / 1048576.0, name_));
-      sys_fail(fmt::format("reserving {} bytes for {}", bytes_, name_), err);
+                                    static_cast<double>(layout_.bytes) / 1048576.0, name_));
+      sys_fail(fmt::format("reserving {} bytes for {}", layout_.bytes, name_), err);
     }
   }
   return fd;
@@ -135,34 +135,34 @@ int Engine::create_segment(const Options& o) {
 
 void Engine::finish_setup(const Options& o, int fd, std::size_t ctl_off, Clock::time_point deadline,
                           const std::string& name_key) {
-  base_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  base_ = ::mmap(nullptr, layout_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_err = errno;
   ::close(fd);
   if (base_ == MAP_FAILED) {
     base_ = nullptr;
     if (me_ == 0) ::shm_unlink(name_.c_str());
-    sys_fail(fmt::format("mmap {} ({} bytes)", name_, bytes_), map_err);
+    sys_fail(fmt::format("mmap {} ({} bytes)", name_, layout_.bytes), map_err);
   }
   hdr_ = static_cast<Header*>(base_);
   ctl_ = reinterpret_cast<RankCtl*>(static_cast<std::uint8_t*>(base_) + ctl_off);
   if (me_ == 0) {
     // Fresh pages are zero: atomics start at 0. Publish the layout, then the magic, then the name.
     hdr_->local_size = static_cast<std::uint32_t>(n_);
-    hdr_->slot_bytes = slot_bytes_;
-    hdr_->total_bytes = bytes_;
+    hdr_->slot_bytes = layout_.slot_bytes;
+    hdr_->total_bytes = layout_.bytes;
     hdr_->abort_rank.store(-1);
     hdr_->magic.store(kMagic, std::memory_order_release);
     o.store->set(name_key, rdzv::as_bytes(name_));
   } else {
     if (hdr_->magic.load(std::memory_order_acquire) != kMagic || hdr_->local_size != static_cast<std::uint32_t>(n_) ||
-        hdr_->total_bytes != bytes_) {
-      ::munmap(base_, bytes_);
+        hdr_->total_bytes != layout_.bytes) {
+      ::munmap(base_, layout_.bytes);
       base_ = nullptr;
       throw CollError(DTRAIN_ERR_CONFIG,
                       fmt::format("shared-memory segment {} does not match this rank's view ({} local ranks, slot "
                                   "{} bytes): do all local ranks use the same LOCAL_WORLD_SIZE, "
                                   "DTRAIN_SHM_SLOT_BYTES and DTRAIN_SHM_P2P_BYTES?",
-                                  name_, n_, slot_bytes_));
+                                  name_, n_, layout_.slot_bytes));
     }
   }
   ctl_[me_].pid.store(static_cast<std::int32_t>(::getpid()));
@@ -175,7 +175,7 @@ void Engine::finish_setup(const Options& o, int fd, std::size_t ctl_off, Clock::
       std::string missing;
       for (int j = 0; j < n_; ++j)
         if (ctl_[j].pid.load() == 0) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", granks_[j]);
-      ::munmap(base_, bytes_);
+      ::munmap(base_, layout_.bytes);
       base_ = nullptr;
       throw CollError(DTRAIN_ERR_TIMEOUT,
                       fmt::format("shared-memory setup: ranks [{}] did not attach within {}", missing,
@@ -183,7 +183,7 @@ void Engine::finish_setup(const Options& o, int fd, std::size_t ctl_off, Clock::
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  DTRAIN_DEBUG(coll, "shm segment {} mapped by {} local ranks ({} bytes)", name_, n_, bytes_);
+  DTRAIN_DEBUG(coll, "shm segment {} mapped by {} local ranks ({} bytes)", name_, n_, layout_.bytes);
 }
 
 Engine::~Engine() {
@@ -194,7 +194,7 @@ Engine::~Engine() {
   for (int j = 0; j < n_; ++j)
     if (j != me_) ring_bell(j);  // a peer waiting for a message from this rank learns it left
   if (hdr_->mapped.load() < static_cast<std::uint32_t>(n_)) ::shm_unlink(name_.c_str());
-  ::munmap(base_, bytes_);
+  ::munmap(base_, layout_.bytes);
 }
 
 }  // namespace dtrain::coll::shm

@@ -130,9 +130,9 @@ class Engine final : public coll::Engine {
   [[noreturn]] void p2p_fail_peer(const P2pOut& o, const P2pIn& i, int peer, const std::string& what);
 
   std::uint8_t* slot(int set, int rank) const {
-    return static_cast<std::uint8_t*>(base_) + data_offset_ +
+    return static_cast<std::uint8_t*>(base_) + layout_.data_offset +
            (static_cast<std::size_t>(set) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(rank)) *
-               buf_bytes_;
+               layout_.buf_bytes;
   }
   int next_set() { return static_cast<int>(round_++ % 3u); }
 
@@ -143,15 +143,18 @@ class Engine final : public coll::Engine {
   int spin_us_ = 50;
   std::string name_;
   void* base_ = nullptr;
-  std::size_t bytes_ = 0;
-  std::size_t slot_bytes_ = 0;
-  std::size_t buf_bytes_ = 0;   // one of the three rotating buffers of a rank's data area
+  // Where things are in the segment (the same in every local rank's mapping), in bytes.
+  struct Layout {
+    std::size_t bytes = 0;         // the whole segment
+    std::size_t slot_bytes = 0;
+    std::size_t buf_bytes = 0;     // one of the three rotating buffers of a rank's data area
+    std::size_t boxes_offset = 0;
+    std::size_t data_offset = 0;
+    std::size_t rings_offset = 0;
+    std::size_t ring_bytes = 0;    // data bytes of one ring (a multiple of 4096)
+  } layout_;
   int spin_budget_us_ = 0;      // adaptive spin of a wait (spin_us_ .. 20 x spin_us_)
   bool oversubscribed_ = false; // more local ranks than CPUs this process may run on
-  std::size_t boxes_offset_ = 0;
-  std::size_t data_offset_ = 0;
-  std::size_t rings_offset_ = 0;
-  std::size_t ring_bytes_ = 0;  // data bytes of one ring (a multiple of 4096)
   Header* hdr_ = nullptr;
   RankCtl* ctl_ = nullptr;
   std::uint32_t epoch_ = 0;     // syncs this rank passed

@@ -53,8 +53,8 @@ void ring_copy_out(std::uint8_t* dst, const std::uint8_t* ring, std::size_t ring
 
 Engine::Ring* Engine::ring(int from, int to) const {
   const int idx = from * (n_ - 1) + (to < from ? to : to - 1);
-  return reinterpret_cast<Ring*>(static_cast<std::uint8_t*>(base_) + rings_offset_ +
-                                 static_cast<std::size_t>(idx) * (sizeof(Ring) + ring_bytes_));
+  return reinterpret_cast<Ring*>(static_cast<std::uint8_t*>(base_) + layout_.rings_offset +
+                                 static_cast<std::size_t>(idx) * (sizeof(Ring) + layout_.ring_bytes));
 }
 
 void Engine::ring_bell(int rank) {
@@ -76,13 +76,13 @@ bool Engine::send_step(P2pOut& o) {
   Ring* r = ring(me_, o.m->peer);
   std::uint8_t* data = ring_data(r);
   std::uint64_t head = r->head.load(std::memory_order_relaxed);
-  std::uint64_t free = ring_bytes_ - (head - r->tail.load(std::memory_order_acquire));
+  std::uint64_t free = layout_.ring_bytes - (head - r->tail.load(std::memory_order_acquire));
   const std::uint64_t len = o.m->d.bytes();
   if (o.done == 0) {
     if (free < kFrameHeader) return false;
     std::uint64_t h[kWords] = {kFrameMagic, o.m->d.seq, o.m->d.fp0(), o.m->d.fp1(), len, 0, 0, 0};
     if (len != 0 && len <= kInlineBytes) std::memcpy(&h[kWInline], o.m->src, len);
-    std::memcpy(data + head % ring_bytes_, h, sizeof h);
+    std::memcpy(data + head % layout_.ring_bytes, h, sizeof h);
     o.total = frame_bytes(len);
     o.done = kFrameHeader;
     head += kFrameHeader;
@@ -99,7 +99,7 @@ bool Engine::send_step(P2pOut& o) {
   do {  // publish the header with the first piece (or alone), then piece by piece
     const std::uint64_t n = std::min({free, o.total - o.done, kPiece});
     const std::uint64_t p = o.done - kFrameHeader;  // payload offset
-    if (p < len) ring_copy_in(data, ring_bytes_, head, src + p, static_cast<std::size_t>(std::min(n, len - p)));
+    if (p < len) ring_copy_in(data, layout_.ring_bytes, head, src + p, static_cast<std::size_t>(std::min(n, len - p)));
     head += n;
     o.done += n;
     free -= n;
@@ -119,7 +119,7 @@ bool Engine::recv_step(P2pIn& i) {
   if (i.done == 0) {
     if (avail < kFrameHeader) return false;
     std::uint64_t h[kWords];
-    std::memcpy(h, data + tail % ring_bytes_, sizeof h);
+    std::memcpy(h, data + tail % layout_.ring_bytes, sizeof h);
     check_frame(i, h);
     i.total = frame_bytes(h[kWLen]);
     i.done = kFrameHeader;
@@ -139,7 +139,7 @@ bool Engine::recv_step(P2pIn& i) {
   do {
     const std::uint64_t n = std::min({avail, i.total - i.done, kPiece});
     const std::uint64_t p = i.done - kFrameHeader;
-    if (p < len) ring_copy_out(dst + p, data, ring_bytes_, tail, static_cast<std::size_t>(std::min(n, len - p)));
+    if (p < len) ring_copy_out(dst + p, data, layout_.ring_bytes, tail, static_cast<std::size_t>(std::min(n, len - p)));
     tail += n;
     i.done += n;
     avail -= n;
@@ -211,7 +211,7 @@ Engine::Peek Engine::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
     return r->head.load(std::memory_order_acquire) - tail < kFrameHeader ? kGone : peek(peer, fp0, fp1);
   }
   std::uint64_t h[kWords];
-  std::memcpy(h, ring_data(r) + tail % ring_bytes_, sizeof h);
+  std::memcpy(h, ring_data(r) + tail % layout_.ring_bytes, sizeof h);
   if (h[kWMagic] != kFrameMagic) return kNone;
   fp0 = h[kWFp0];
   fp1 = h[kWFp1];
@@ -223,7 +223,7 @@ bool Engine::p2p_ready(const P2pOut& o, const P2pIn& i) const {
   if (!o.finished()) {
     const Ring* r = ring(me_, o.m->peer);
     const std::uint64_t used = r->head.load(std::memory_order_relaxed) - r->tail.load(std::memory_order_acquire);
-    if (ring_bytes_ - used >= (o.done == 0 ? kFrameHeader : 1)) return true;
+    if (layout_.ring_bytes - used >= (o.done == 0 ? kFrameHeader : 1)) return true;
   }
   if (!i.finished()) {
     const Ring* r = ring(i.m->peer, me_);
