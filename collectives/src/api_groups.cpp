@@ -36,7 +36,8 @@ dtrain_status_t split(dtrain_comm_t comm, int color, int key, dtrain_comm_t* out
     o.size = s.comm ? s.comm->size() : 0;
     o.local_rank = c.local_rank();
     o.timeout = c.timeout();
-    on_nccl(comm, [&] { device = comm->nccl->split(color, key, o); });
+    dispatch(comm, Buffers{nullptr, nullptr, true}, [](Communicator&) {},
+             [&](nccl::Comm& n, Communicator&) { device = n.split(color, key, o); });
   }
   if (s.comm) *out = wrap(std::move(s.comm), std::move(device));
   return DTRAIN_SUCCESS;

@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <limits>
 
 #include <fmt/format.h>
 
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/params.hpp"
+#include "hosts.hpp"
 #include "progress.hpp"
 #include "reduce.hpp"
+#include "split.hpp"
 
 namespace dtrain::coll {
 namespace {
@@ -44,58 +45,84 @@ void apply_params(CommConfig& cfg, double timeout_s_override) {
   cfg.spin_us = static_cast<int>(std::min<std::int64_t>(positive("DTRAIN_COLL_SPIN_US", 0), 1000000));
 }
 
-Communicator::Communicator(const CommConfig& cfg_in, std::shared_ptr<rdzv::Store> store)
-    : cfg_(cfg_in), store_(std::move(store)) {
-  if (cfg_.size < 1 || cfg_.rank < 0 || cfg_.rank >= cfg_.size)
-    throw CollError(DTRAIN_ERR_CONFIG, fmt::format("rank {} is outside world size {}", cfg_.rank, cfg_.size));
-  if (cfg_.local_rank < 0 || cfg_.local_size < 0) {
-    cfg_.local_rank = cfg_.rank;
-    cfg_.local_size = cfg_.size;
+namespace {
+
+// The world's members: ranks 0..size-1, this rank's host named by its first local rank.
+Members world_members(const CommConfig& cfg, rdzv::Store* store) {
+  DTRAIN_CHECK(store != nullptr, "no store");
+  // Keys of this communicator: the n-th communicator a rank creates in this run and generation.
+  const std::int64_t instance = store->add(fmt::format("coll/instance/{}", cfg.rank), 1);
+  Members g;
+  for (int r = 0; r < cfg.size; ++r) g.world.push_back(r);
+  g.rank = cfg.rank;
+  g.host = cfg.rank - cfg.local_rank;
+  g.key_prefix = fmt::format("coll/{}/", instance);
+  return g;
+}
+
+CommConfig checked_world(CommConfig cfg) {
+  if (cfg.size < 1 || cfg.rank < 0 || cfg.rank >= cfg.size)
+    throw CollError(DTRAIN_ERR_CONFIG, fmt::format("rank {} is outside world size {}", cfg.rank, cfg.size));
+  if (cfg.local_rank < 0 || cfg.local_size < 0) {
+    cfg.local_rank = cfg.rank;
+    cfg.local_size = cfg.size;
   }
-  if (cfg_.local_size < 1 || cfg_.local_rank >= cfg_.local_size || cfg_.local_size > cfg_.size ||
-      cfg_.rank - cfg_.local_rank < 0 || cfg_.rank - cfg_.local_rank + cfg_.local_size > cfg_.size)
+  if (cfg.local_size < 1 || cfg.local_rank >= cfg.local_size || cfg.local_size > cfg.size ||
+      cfg.rank - cfg.local_rank < 0 || cfg.rank - cfg.local_rank + cfg.local_size > cfg.size)
     throw CollError(DTRAIN_ERR_CONFIG,
                     fmt::format("local rank {} of {} does not fit rank {} of {} (ranks of a node must be "
                                 "contiguous: LOCAL_RANK/LOCAL_WORLD_SIZE vs RANK/WORLD_SIZE)",
-                                cfg_.local_rank, cfg_.local_size, cfg_.rank, cfg_.size));
-  DTRAIN_CHECK(store_ != nullptr, "no store");
-  // Keys of this communicator: the n-th communicator a rank creates in this run and generation.
-  const std::int64_t instance = store_->add(fmt::format("coll/instance/{}", cfg_.rank), 1);
-  Group g;
-  for (int r = 0; r < cfg_.size; ++r) g.members.push_back(r);
-  g.rank = cfg_.rank;
-  g.host = cfg_.rank - cfg_.local_rank;
-  g.key_prefix = fmt::format("coll/{}/", instance);
-  start(std::move(g));
+                                cfg.local_rank, cfg.local_size, cfg.rank, cfg.size));
+  return cfg;
 }
 
-Communicator::Communicator(const CommConfig& cfg, std::shared_ptr<rdzv::Store> store, Group group)
-    : cfg_(cfg), store_(std::move(store)) {
-  start(std::move(group));
+}  // namespace
+
+Communicator::Communicator(const CommConfig& cfg, std::shared_ptr<rdzv::Store> store)
+    : cfg_(checked_world(cfg)),
+      store_(std::move(store)),
+      members_(world_members(cfg_, store_.get())),
+      mailbox_(members_.world, members_.rank),
+      any_(members_.world, members_.rank) {
+  start();
 }
 
-void Communicator::start(Group g) {
+Communicator::Communicator(const CommConfig& cfg, std::shared_ptr<rdzv::Store> store, Members members)
+    : cfg_(cfg),
+      store_(std::move(store)),
+      members_(std::move(members)),
+      mailbox_(members_.world, members_.rank),
+      any_(members_.world, members_.rank) {
+  start();
+}
+
+std::unique_ptr<Communicator> Communicator::with_hosts(CommConfig cfg, std::shared_ptr<rdzv::Store> store,
+                                                       const std::string& host) {
+  if (cfg.size < 1 || cfg.rank < 0 || cfg.rank >= cfg.size)
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("rank {} is outside size {}", cfg.rank, cfg.size));
+  DTRAIN_CHECK(store != nullptr, "no store");
+  Hosts h = discover_hosts(*store, cfg.rank, cfg.size, host, cfg.timeout);
+  cfg.local_rank = h.local_rank;
+  cfg.local_size = h.local_size;
+  if (cfg.advertise.empty()) cfg.advertise = default_advertise(h.local_size == cfg.size);
+  return std::unique_ptr<Communicator>(new Communicator(cfg, std::move(store), std::move(h.members)));
+}
+
+void Communicator::start() {
   init_timeout_ = cfg_.timeout;
-  members_ = g.members;
-  rank_ = g.rank;
-  host_ = g.host;
-  key_prefix_ = g.key_prefix;
-  sent_.assign(members_.size(), 0);
-  received_.assign(members_.size(), 0);
-  parked_.assign(members_.size(), {});
   EngineOptions o;
-  o.members = std::move(g.members);
-  o.rank = g.rank;
-  if (g.host_of.empty()) {  // the world: this host's ranks are contiguous
+  o.members = members_.world;
+  o.rank = members_.rank;
+  if (members_.host_of.empty()) {  // the world: this host's ranks are contiguous
     for (int j = 0; j < cfg_.local_size; ++j) o.node.push_back(cfg_.rank - cfg_.local_rank + j);
   } else {
-    for (std::size_t r = 0; r < g.host_of.size(); ++r)
-      if (g.host_of[r] == host_) o.node.push_back(static_cast<int>(r));
+    for (std::size_t r = 0; r < members_.host_of.size(); ++r)
+      if (members_.host_of[r] == members_.host) o.node.push_back(static_cast<int>(r));
   }
-  o.host_of = std::move(g.host_of);
+  o.host_of = members_.host_of;
   o.kind = cfg_.transport;
   o.store = store_.get();
-  o.key_prefix = key_prefix_;
+  o.key_prefix = members_.key_prefix;
   o.shm_name_prefix = fmt::format("dtrain-{}-g{}", sanitize(cfg_.run_id), cfg_.generation);
   o.advertise = cfg_.advertise;
   o.timeout = cfg_.timeout;
@@ -104,8 +131,8 @@ void Communicator::start(Group g) {
   o.tcp_chunk_bytes = cfg_.tcp_chunk_bytes;
   o.spin_us = cfg_.spin_us;
   engine_ = make_engine(o);
-  DTRAIN_INFO(coll, "rank {}/{} (world rank {}, local {}/{}, keys {}): {} engine", rank_, size(), cfg_.rank,
-              cfg_.local_rank, cfg_.local_size, key_prefix_, engine_name());
+  DTRAIN_INFO(coll, "rank {}/{} (world rank {}, local {}/{}, keys {}): {} engine", rank(), size(), cfg_.rank,
+              cfg_.local_rank, cfg_.local_size, key_prefix(), engine_name());
 }
 
 Communicator::~Communicator() = default;
@@ -133,7 +160,7 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
   d.seq = ++seq_;
   d.kind = kind;
   d.dtype = dtype;
-  d.premul = reducing && premul_.count(op) != 0;
+  d.premul = reducing && premul_.contains(op);
   d.op = reducing && !d.premul ? op : DTRAIN_SUM;
   d.root = rooted ? root : 0;
   d.count = count;
@@ -145,7 +172,7 @@ OpDesc Communicator::next(OpKind kind, std::size_t count, dtrain_dtype_t dtype, 
 void Communicator::check_reduction(OpKind kind, dtrain_dtype_t dtype, dtrain_op_t op) const {
   const char* what = op_kind_name(kind);
   auto refuse = [](const std::string& m) { throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, m); };
-  if (premul_.count(op) != 0) {
+  if (premul_.contains(op)) {
     if (!is_floating(dtype))
       refuse(fmt::format("{}: a premultiplied sum takes a floating dtype (float16, bfloat16, float32, float64), not {}",
                          what, dtype_name(dtype)));
@@ -168,25 +195,7 @@ void Communicator::check_reduction(OpKind kind, dtrain_dtype_t dtype, dtrain_op_
 
 dtrain_op_t Communicator::create_premul(double scale) {
   check_usable();
-  if (!std::isfinite(scale))
-    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("premul_sum: the scale {} is not finite", scale));
-  if (next_premul_ == std::numeric_limits<int>::max())
-    throw CollError(DTRAIN_ERR_SYSTEM, "premul_sum: this communicator has created all the ops it can");
-  const int op = next_premul_++;
-  premul_[op] = scale;
-  return static_cast<dtrain_op_t>(op);
-}
-
-void Communicator::destroy_premul(dtrain_op_t op) {
-  if (premul_.erase(static_cast<int>(op)) == 0)
-    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
-                    fmt::format("redop_destroy: op {} is not a live premultiplied sum of this communicator",
-                                static_cast<int>(op)));
-}
-
-void Communicator::premultiply(const OpDesc& d, const void* src, void* dst, std::size_t count, dtrain_op_t op) {
-  if (dst == nullptr) dst = const_cast<void*>(src);
-  scale_n(src, dst, count, d.dtype, premul_.at(static_cast<int>(op)));
+  return premul_.create(scale);
 }
 
 void Communicator::mark_failed(dtrain_status_t status, const std::string& msg) noexcept {
@@ -210,7 +219,7 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, dt
   need(send, count, "sendbuf", d.kind);
   need(recv, count, "recvbuf", d.kind);
   if (d.premul) {  // scaled into recv, then summed in place there
-    premultiply(d, send, recv, count, op);
+    premul_.apply(op, dtype, send, recv, count);
     send = recv;
   }
   run(&d, [&] { engine_->allreduce(d, send, recv); });
@@ -218,7 +227,7 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, dt
 
 void Communicator::broadcast(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root) {
   OpDesc d = next(OpKind::broadcast, count, dtype, DTRAIN_SUM, root);
-  if (rank_ == root) need(send, count, "sendbuf (at the root)", d.kind);
+  if (rank() == root) need(send, count, "sendbuf (at the root)", d.kind);
   need(recv, count, "recvbuf", d.kind);
   run(&d, [&] { engine_->broadcast(d, send, recv); });
 }
@@ -238,7 +247,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
   if (d.premul) {  // every block scaled into the scratch buffer, which the engine then reduces
     const std::size_t all = recvcount * static_cast<std::size_t>(size());
     scratch_.resize(all * dtype_size(dtype));
-    premultiply(d, send, scratch_.data(), all, op);
+    premul_.apply(op, dtype, send, scratch_.data(), all);
     send = scratch_.data();
   }
   run(&d, [&] { engine_->reduce_scatter(d, send, recv); });
@@ -247,6 +256,118 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv
 void Communicator::barrier() {
   OpDesc d = next(OpKind::barrier, 0, DTRAIN_UINT8, DTRAIN_SUM, 0);
   run(&d, [&] { engine_->barrier(d); });
+}
+
+void Communicator::reduce(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, dtrain_op_t op,
+                          int root) {
+  OpDesc d = next(OpKind::reduce, count, dtype, op, root);
+  need(send, count, "sendbuf", d.kind);
+  if (rank() == root) need(recv, count, "recvbuf (at the root)", d.kind);
+  void* out = recv;
+  if (rank() != root) {  // the result is dropped here
+    scratch_.resize(count * dtype_size(dtype));
+    out = scratch_.data();
+  }
+  if (d.premul) {
+    premul_.apply(op, dtype, send, out, count);
+    send = out;
+  }
+  // The engine's allreduce with the reduce's fingerprint.
+  run(&d, [&] { engine_->allreduce(d, send, out); });
+}
+
+void Communicator::gather(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root) {
+  OpDesc d = next(OpKind::gather, count, dtype, DTRAIN_SUM, root);
+  need(send, count, "sendbuf", d.kind);
+  if (rank() == root) need(recv, count, "recvbuf (at the root)", d.kind);
+  run(&d, [&] { exchange::gather(context(), d, send, recv); });
+}
+
+void Communicator::scatter(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype, int root) {
+  OpDesc d = next(OpKind::scatter, count, dtype, DTRAIN_SUM, root);
+  if (rank() == root) need(send, count, "sendbuf (at the root)", d.kind);
+  need(recv, count, "recvbuf", d.kind);
+  run(&d, [&] { exchange::scatter(context(), d, send, recv); });
+}
+
+void Communicator::alltoall(const void* send, void* recv, std::size_t count, dtrain_dtype_t dtype) {
+  OpDesc d = next(OpKind::alltoall, count, dtype, DTRAIN_SUM, 0);
+  const std::size_t all = count * static_cast<std::size_t>(size());
+  need(send, all, "sendbuf", d.kind);
+  need(recv, all, "recvbuf", d.kind);
+  std::vector<std::size_t> counts(static_cast<std::size_t>(size()), count), displs(counts.size());
+  for (std::size_t r = 0; r < displs.size(); ++r) displs[r] = r * count;
+  run(&d, [&] {
+    exchange::alltoallv(context(), d, send, counts.data(), displs.data(), recv, counts.data(), displs.data());
+  });
+}
+
+void Communicator::alltoallv(const void* send, const std::size_t* sendcounts, const std::size_t* sdispls, void* recv,
+                             const std::size_t* recvcounts, const std::size_t* rdispls, dtrain_dtype_t dtype) {
+  const char* arrays[] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+  const std::size_t* given[] = {sendcounts, sdispls, recvcounts, rdispls};
+  for (int i = 0; i < 4; ++i)
+    if (given[i] == nullptr)
+      throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("alltoallv: {} is NULL (one entry per rank)", arrays[i]));
+  std::size_t sent = 0, received = 0;
+  for (int r = 0; r < size(); ++r) {
+    sent += sendcounts[r];
+    received += recvcounts[r];
+  }
+  // The fingerprint's count is 0 (ranks send different totals); the pairs' messages carry the counts.
+  OpDesc d = next(OpKind::alltoallv, 0, dtype, DTRAIN_SUM, 0);
+  need(send, sent, "sendbuf", d.kind);
+  need(recv, received, "recvbuf", d.kind);
+  run(&d, [&] { exchange::alltoallv(context(), d, send, sendcounts, sdispls, recv, recvcounts, rdispls); });
+}
+
+Communicator::Split Communicator::split(int color, int key, bool flag) {
+  OpDesc d = next(OpKind::comm_split, split_fields, DTRAIN_INT64, DTRAIN_SUM, 0);
+  const std::uint64_t n = ++splits_;
+  SplitPlan plan;
+  run(&d, [&] { plan = plan_split(*engine_, d, members_, n, color, key, flag); });
+  Split out;
+  out.all_flag = plan.all_flag;
+  if (plan.members) out.comm.reset(new Communicator(cfg_, store_, std::move(*plan.members)));
+  return out;
+}
+
+void Communicator::check_p2p(const P2pArgs& a, const char* what) const {
+  if (a.peer < 0 || a.peer >= size())
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                    fmt::format("{}: peer {} is not a rank of this communicator (0..{})", what, a.peer, size() - 1));
+  if (!valid_dtype(a.dtype))
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("{}: invalid dtype {}", what, static_cast<int>(a.dtype)));
+  if (a.tag < 0)
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("{}: tag {} is negative (tags are 0..INT_MAX)", what, a.tag));
+  const void* buf = a.src != nullptr ? a.src : a.dst;
+  if (buf == nullptr && a.count != 0 && !a.device)
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("{}: the buffer is NULL with a count of {}", what, a.count));
+}
+
+// Each call is checked here (DTRAIN_ERR_INVALID_ARGUMENT, nothing sent, the communicator stays
+// usable), numbered per ordered pair and carried; a failure while carrying it fails the communicator
+// like a failed collective.
+void Communicator::sendrecv(const P2pArgs* send, const P2pArgs* recv) {
+  check_usable();
+  if (send != nullptr) check_p2p(*send, "send");
+  if (recv != nullptr) check_p2p(*recv, "recv");
+  const Mailbox::Post post = mailbox_.post(send, recv, coarse_now() + cfg_.timeout, cfg_.timeout);
+  run(nullptr, [&] { mailbox_.deliver(*engine_, post); });
+}
+
+int Communicator::recv_any(void* buf, std::size_t count, dtrain_dtype_t dtype, int tag) {
+  check_usable();
+  P2pArgs a;
+  a.dst = buf;
+  a.count = count;
+  a.dtype = dtype;
+  a.peer = rank();
+  a.tag = tag;
+  check_p2p(a, "recv_any");
+  run(nullptr, [&] { a.peer = any_.find(*engine_, mailbox_, tag, count, dtype, cfg_.timeout); });
+  sendrecv(nullptr, &a);
+  return a.peer;
 }
 
 }  // namespace dtrain::coll

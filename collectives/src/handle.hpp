@@ -1,8 +1,10 @@
 #pragma once
 // The communicator handle behind the C ABI (struct dtrain_comm) and what the api_*.cpp files share
-// with it: guard(), the one place where exceptions become statuses; the NCCL communicator created on
-// first use for device buffers, and the memory of its failure; the launch environment's variables.
+// with it: guard(), the one place where exceptions become statuses; dispatch(), the one place where
+// a call goes to the CPU communicator or to the NCCL communicator (created on first use for device
+// buffers, with the memory of its failure); the launch environment's variables.
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -51,12 +53,29 @@ nccl::Comm& nccl_of(dtrain_comm_t comm, const void* sendbuf, const void* recvbuf
 // Remembers the first failure of the NCCL communicator (or of its creation).
 void remember_nccl_failure(dtrain_comm_t comm, dtrain_status_t status, std::string message);
 
-// Runs one call on the NCCL communicator. A failure other than a bad argument is remembered: the
+// The buffers that decide where a call runs (null: one this rank does not use).
+struct Buffers {
+  const void* send = nullptr;
+  const void* recv = nullptr;
+  bool none = false;  // a call without buffers (the barrier)
+};
+
+// The C ABI's one dispatch between the engines. A call whose buffers include device memory (a call
+// without buffers: when the communicator already has an NCCL communicator) runs device(nccl, cpu)
+// on the NCCL communicator, created on first use; any other runs host(cpu) on the CPU
+// communicator. A device call's failure other than a bad argument is remembered: the NCCL
 // communicator is unusable from then on.
-template <class F>
-dtrain_status_t on_nccl(dtrain_comm_t comm, F&& call) {
+template <class Host, class Device>
+dtrain_status_t dispatch(dtrain_comm_t comm, const Buffers& b, Host&& host, Device&& device) {
+  Communicator& cpu = cpu_of(comm);
+  const bool on_nccl = b.none ? comm->nccl != nullptr : on_device(b.send, b.recv);
+  if (!on_nccl) {
+    host(cpu);
+    return DTRAIN_SUCCESS;
+  }
+  nccl::Comm& n = b.none ? *comm->nccl : nccl_of(comm, b.send, b.recv);
   try {
-    call();
+    device(n, cpu);
     return DTRAIN_SUCCESS;
   } catch (const std::bad_alloc&) {
     remember_nccl_failure(comm, DTRAIN_ERR_SYSTEM, "NCCL backend: out of host memory");

@@ -149,7 +149,7 @@ std::string premul(Communicator& c, int r) {
   const int n = c.size();
   const auto un = static_cast<std::size_t>(n);
   const dtrain_op_t half = c.create_premul(0.5), third = c.create_premul(1.0 / 3.0);
-  if (static_cast<int>(half) < Communicator::kFirstPremul || half == third) return "premul handles";
+  if (static_cast<int>(half) < PremulOps::kFirst || half == third) return "premul handles";
   for (auto t : {DTRAIN_FLOAT16, DTRAIN_BFLOAT16, DTRAIN_FLOAT32, DTRAIN_FLOAT64})
     for (auto [op, scale] : {std::pair{half, 0.5}, std::pair{third, 1.0 / 3.0}}) {
       const std::size_t count = 1500, esz = dtype_size(t);

@@ -3,20 +3,21 @@
 // class, one folder per engine, one factory (factory.cpp), in the shape of Gloo's transports:
 //   self/  one rank: copies
 //   shm/   every rank of the group on this host: one shared-memory segment (shm_engine.hpp)
-//   tcp/   sockets between every pair of ranks (the Mesh, mesh.hpp) and the algorithms written
+//   tcp/   sockets between every pair of ranks (tcp_engine.hpp: links, channel, p2p) and the algorithms written
 //          against its one point-to-point primitive (group.hpp)
 //   hier/  several hosts with several ranks each: shm within the host, tcp across (hier_engine.hpp)
 //
 // Contract: a call gets the validated OpDesc (count, dtype, op, root, sequence number, deadline) and
-// the user's buffers, distinct or in NCCL's in-place layouts (api.cpp normalises the other forms);
+// the user's buffers, distinct or in NCCL's in-place layouts (api_collectives.cpp normalises the
+// other forms);
 // it returns with the result in recv or throws CollError carrying the C ABI status. After a throw the
 // communicator calls abort(), which makes every peer waiting on this rank fail at once with the
 // root cause, and never uses the engine again.
 //
-// Groups (comm_split.cpp): EngineOptions describes a group, not the world. Every engine indexes
+// Groups (split.hpp): EngineOptions describes a group, not the world. Every engine indexes
 // peers by group rank, keys its store records under key_prefix and names world ranks in messages.
 //
-// Point-to-point (comm_p2p.cpp): the messages of an ordered pair of ranks form one in-order stream;
+// Point-to-point (mailbox.hpp): the messages of an ordered pair of ranks form one in-order stream;
 // each starts with its P2pDesc fingerprint, which the receiver compares with its own before it takes
 // a byte (DTRAIN_ERR_MISMATCH naming both sides). Messages to the caller itself never reach here.
 //

@@ -1,7 +1,7 @@
 // make_engine(): the engine from where the group's ranks are, and its options from the group's. With
 // host_of known (a split) every rank decides from the whole group, so all pick the same engine even
 // when hosts hold different numbers of its ranks. Store keys: <key_prefix>node<w>/ for a host's shm
-// engine (w: the world rank of the host's first rank in the group), <key_prefix>tcp/ for the mesh,
+// engine (w: the world rank of the host's first rank in the group), <key_prefix>tcp/ for the sockets,
 // <key_prefix>lr/ for the hierarchical engine.
 #include <algorithm>
 #include <map>
@@ -21,14 +21,15 @@ namespace {
 
 shm::Options shm_options(const EngineOptions& o) {
   shm::Options s;
-  s.local_rank = static_cast<int>(std::find(o.node.begin(), o.node.end(), o.rank) - o.node.begin());
-  for (int r : o.node) s.global_ranks.push_back(o.members[static_cast<std::size_t>(r)]);
-  s.store = o.store;
-  s.key_prefix = fmt::format("{}node{}/", o.key_prefix, s.global_ranks.front());
-  s.name_prefix = o.shm_name_prefix;
-  s.timeout = o.timeout;
-  s.slot_bytes = o.shm_slot_bytes;
-  s.p2p_bytes = o.shm_p2p_bytes;
+  auto& seg = s.segment;
+  seg.local_rank = static_cast<int>(std::find(o.node.begin(), o.node.end(), o.rank) - o.node.begin());
+  for (int r : o.node) seg.global_ranks.push_back(o.members[static_cast<std::size_t>(r)]);
+  seg.store = o.store;
+  seg.key_prefix = fmt::format("{}node{}/", o.key_prefix, seg.global_ranks.front());
+  seg.name_prefix = o.shm_name_prefix;
+  seg.timeout = o.timeout;
+  seg.slot_bytes = o.shm_slot_bytes;
+  seg.p2p_bytes = o.shm_p2p_bytes;
   s.spin_us = o.spin_us;
   return s;
 }

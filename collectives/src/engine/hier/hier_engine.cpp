@@ -19,7 +19,7 @@ Engine::Engine(const Options& o)
     auto v = rdzv::to_string(store.get(fmt::format("{}lr/{}", prefix, r), o.all.timeout));
     if (v == "0") leaders.push_back(r);
   }
-  if (leader()) leaders_ = std::make_unique<tcp::Group>(all_.mesh(), std::move(leaders));
+  if (leader()) leaders_ = std::make_unique<tcp::Group>(all_.channel(), std::move(leaders));
 }
 
 void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
@@ -82,29 +82,30 @@ void Engine::sendrecv(const P2pMsg* out, const P2pMsg* in) {
   }
 }
 
-// One direction through shared memory, the other through the mesh: step both; when neither moves,
+// One direction through shared memory, the other through a socket: step both; when neither moves,
 // poll the socket for a millisecond (the shm side checking its peer and the deadline), or, once the
 // socket's direction is done, wait on the shm doorbell.
 void Engine::mixed(const P2pMsg* local, bool local_sends, const P2pMsg* remote) {
-  shm::Engine::P2pOut so;
-  shm::Engine::P2pIn si;
+  shm::Rings& rings = host_->rings();
+  shm::Rings::Out so;
+  shm::Rings::In si;
   (local_sends ? so.m : si.m) = local;
-  tcp::Mesh& mesh = all_.mesh();
-  tcp::Mesh::P2pXfer x;
-  mesh.p2p_begin(x, local_sends ? nullptr : remote, local_sends ? remote : nullptr);
-  host_->p2p_begin(so, si);
+  tcp::P2p& net = all_.p2p();
+  tcp::P2p::Xfer x;
+  net.begin(x, local_sends ? nullptr : remote, local_sends ? remote : nullptr);
+  rings.begin(so, si);
   struct End {
-    shm::Engine& e;
-    ~End() { e.p2p_end(); }
-  } end{*host_};
+    shm::Rings& r;
+    ~End() { r.end(); }
+  } end{rings};
   while (!x.finished() || !so.finished() || !si.finished()) {
-    const bool a = host_->p2p_step(so, si);
-    if (mesh.p2p_step(x) || a) continue;
+    const bool a = rings.step(so, si);
+    if (net.step(x) || a) continue;
     if (x.finished()) {
-      host_->p2p_wait(so, si);
+      rings.wait(so, si);
     } else {
-      host_->p2p_check(so, si);
-      mesh.p2p_wait(x, so.finished() && si.finished() ? 1000 : 1);
+      rings.check(so, si);
+      net.wait(x, so.finished() && si.finished() ? 1000 : 1);
     }
   }
 }

@@ -1,13 +1,13 @@
 #pragma once
 // Hierarchical engine, for groups that span several hosts with several ranks on some of them. It
 // composes the two other engines: a shm engine over the ranks of this host (none when this rank is
-// alone on its host) and a tcp engine over every rank of the group (one mesh), plus a tcp group of
-// the hosts' leaders (the first rank of each host) on that mesh.
+// alone on its host) and a tcp engine over every rank of the group (one socket per pair), plus a tcp
+// group of the hosts' leaders (the first rank of each host) on its channel.
 //   allreduce: reduce within the host over shared memory, allreduce across hosts among the leaders,
 //              broadcast back within the host (float16/bfloat16 accumulate in float32 throughout);
 //   barrier:   shm barrier, leaders' barrier, shm barrier;
 //   broadcast, allgather, reduce_scatter: the tcp engine's rings over every rank;
-//   point-to-point: a peer on this host through the shm rings, any other through the mesh; a
+//   point-to-point: a peer on this host through the shm rings, any other through its socket; a
 //              sendrecv with one peer of each kind progresses both directions together.
 #include <memory>
 #include <vector>
@@ -19,13 +19,13 @@ namespace dtrain::coll::hier {
 
 struct Options {
   shm::Options host;     // this host's ranks (unused when node has one rank)
-  std::vector<int> node; // the group ranks on this host, ascending (host.local_rank indexes it)
+  std::vector<int> node; // the group ranks on this host, ascending (host.segment.local_rank indexes it)
   tcp::Options all;      // every rank of the group
 };
 
 class Engine final : public coll::Engine {
  public:
-  // Sets up shared memory, then the mesh, then learns the leaders through the store
+  // Sets up shared memory, then the sockets, then learns the leaders through the store
   // (<all.key_prefix>lr/<rank>: each rank's index on its host). Throws CollError.
   explicit Engine(const Options& options);
 

@@ -1,200 +1,64 @@
-// Shared-memory engine: setting up the segment. Local rank 0 checks that /dev/shm has room, creates
-// the segment (mode 0600, O_EXCL) under a name no other job can guess or take: DTRAIN_SHM_PREFIX (the
-// agent's stem, which the agent and its guardian sweep from /dev/shm), the run and generation, and
-// 64 random bits; reserves its pages and publishes the name in the store (or, when
-// that fails, "!" and the reason, so the others fail at once instead of waiting); the others open it
-// and check that its layout matches their own view. Every rank then waits (bounded) until all have
-// mapped it; the last to map it unlinks the name.
+// The shared-memory engine: each call routed to the collaborator that runs it (shm_engine.hpp).
 #include "shm_engine.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <random>
-#include <thread>
-
-#include <fmt/format.h>
-
-#include "../../wait.hpp"
+#include "../../reduce.hpp"
 #include "dtrain/common/system.hpp"
-#include "dtrain/common/log.hpp"
-#include "dtrain/common/shm_names.hpp"
-#include "shm_layout.hpp"
 
 namespace dtrain::coll::shm {
-namespace {
-
-[[noreturn]] void sys_fail(const std::string& what, int err) {
-  throw CollError(DTRAIN_ERR_SYSTEM, fmt::format("{}: {}", what, errno_text(err)));
-}
-
-}  // namespace
 
 Engine::Engine(const Options& o)
-    : me_(o.local_rank),
-      n_(static_cast<int>(o.global_ranks.size())),
-      granks_(o.global_ranks),
-      timeout_(o.timeout),
-      spin_us_(o.spin_us) {
-  DTRAIN_CHECK(n_ >= 1 && n_ <= kMaxLocal && me_ >= 0 && me_ < n_, "local rank {} of {}", me_, n_);
-  const std::size_t ctl_off = round_up(sizeof(Header), 64);
-  layout_.boxes_offset = round_up(ctl_off + sizeof(RankCtl) * static_cast<std::size_t>(n_), 4096);
-  layout_.data_offset = round_up(layout_.boxes_offset + 2 * kBoxStride * static_cast<std::size_t>(n_), 4096);
-  srcs_.resize(static_cast<std::size_t>(n_));
-  layout_.slot_bytes = std::max<std::size_t>(round_up(o.slot_bytes, 4096), 4096);
-  layout_.buf_bytes = 2 * layout_.slot_bytes / 3 / 64 * 64;
-  spin_budget_us_ = spin_us_;
-  oversubscribed_ = n_ > sys::usable_cpus();
-  layout_.rings_offset = layout_.data_offset + 2 * static_cast<std::size_t>(n_) * layout_.slot_bytes;
-  if (n_ > 1)  // the budget's share, plus a page for headers and padding
-    layout_.ring_bytes = std::clamp<std::size_t>(o.p2p_bytes / static_cast<std::size_t>(n_ - 1) / 4096 * 4096,
-                                          kMinRingBytes, kMaxRingBytes) + 4096;
-  layout_.bytes = layout_.rings_offset + static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_ - 1) * (sizeof(Ring) + layout_.ring_bytes);
-  const auto deadline = Clock::now() + timeout_;
-  const std::string name_key = o.key_prefix + "shm/name";
+    : segment_(o.segment),
+      peers_(segment_, o.segment.global_ranks),
+      waiter_(o.spin_us, segment_.local_size() > sys::usable_cpus()),
+      barrier_(segment_, peers_, waiter_),
+      boxes_(segment_, peers_, waiter_),
+      slots_(segment_, barrier_),
+      rings_(segment_, peers_, waiter_) {}
 
-  int fd = -1;
-  if (me_ == 0) {
-    try {
-      fd = create_segment(o);
-    } catch (const CollError& e) {
-      // Tell the other local ranks at once instead of letting them wait for a name.
-      try {
-        o.store->set(name_key, rdzv::as_bytes(std::string("!") + e.what()));
-      } catch (...) {
+Engine::~Engine() { peers_.leave(); }
+
+template <class F>
+void Engine::call(const OpDesc& d, F&& body) {
+  peers_.begin(d);
+  body();
+  peers_.end();
+}
+
+void Engine::barrier(const OpDesc& d) {
+  call(d, [&] { barrier_.sync(d); });
+}
+
+void Engine::allreduce(const OpDesc& d, const void* send_v, void* recv_v) {
+  const std::size_t bytes = d.count * dtype_size(d.dtype);
+  const auto* send = static_cast<const std::uint8_t*>(send_v);
+  auto* recv = static_cast<std::uint8_t*>(recv_v);
+  call(d, [&] {
+    if (local_size() == 1 || bytes == 0) {
+      barrier_.sync(d);
+      if (bytes != 0) {
+        const void* one[1] = {send};
+        reduce_n(one, 1, recv, nullptr, d.count, d.dtype, d.op, 1);
       }
-      throw;
+    } else if (bytes <= kBoxBytes) {
+      boxes_.allreduce(d, send, recv);
+    } else {
+      slots_.allreduce(d, send, recv);
     }
-  } else {
-    std::string name;
-    try {
-      name = rdzv::to_string(o.store->get(name_key, timeout_));
-    } catch (const TimeoutError&) {
-      throw CollError(DTRAIN_ERR_TIMEOUT,
-                      fmt::format("shared-memory setup: local rank 0 (rank {}) did not publish its segment within {}",
-                                  granks_[0], seconds_text(timeout_)));
-    }
-    if (!name.empty() && name[0] == '!')
-      throw CollError(DTRAIN_ERR_SYSTEM, fmt::format("shared-memory setup failed on local rank 0 (rank {}): {}",
-                                                     granks_[0], name.substr(1)));
-    name_ = name;
-    fd = ::shm_open(name_.c_str(), O_RDWR, 0600);
-    if (fd < 0) sys_fail(fmt::format("shm_open {} (created by rank {})", name_, granks_[0]), errno);
-  }
-  finish_setup(o, fd, ctl_off, deadline, name_key);
+  });
 }
 
-int Engine::create_segment(const Options& o) {
-  int fd = -1;
-  {
-    struct statvfs sv {};
-    if (::statvfs("/dev/shm", &sv) == 0) {
-      const auto avail = static_cast<std::size_t>(sv.f_bavail) * static_cast<std::size_t>(sv.f_frsize);
-      if (avail < layout_.bytes)
-        throw CollError(DTRAIN_ERR_SYSTEM,
-                        fmt::format("not enough space in /dev/shm for the shared-memory engine: need {:.1f} MiB "
-                                    "for {} local ranks, {:.1f} MiB free; enlarge /dev/shm (e.g. docker "
-                                    "--shm-size), lower DTRAIN_SHM_SLOT_BYTES or DTRAIN_SHM_P2P_BYTES, or set "
-                                    "DTRAIN_TRANSPORT=tcp",
-                                    static_cast<double>(layout_.bytes) / 1048576.0, n_,
-                                    static_cast<double>(avail) / 1048576.0));
-    }
-    std::string stem;
-    try {
-      stem = shm_names::env_prefix();
-    } catch (const ConfigError& e) {
-      throw CollError(DTRAIN_ERR_CONFIG, e.what());
-    }
-    std::random_device rd;
-    const std::uint64_t nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    name_ = fmt::format("/{}{}-{:016x}", stem, o.name_prefix, nonce);
-    fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) sys_fail(fmt::format("shm_open {}", name_), errno);
-    int err = 0;
-    if (::ftruncate(fd, static_cast<off_t>(layout_.bytes)) != 0) err = errno;
-    if (err == 0) err = ::posix_fallocate(fd, 0, static_cast<off_t>(layout_.bytes));
-    if (err != 0) {
-      ::close(fd);
-      ::shm_unlink(name_.c_str());
-      if (err == ENOSPC)
-        throw CollError(DTRAIN_ERR_SYSTEM,
-                        fmt::format("/dev/shm is full: could not reserve {:.1f} MiB for {}; free space in /dev/shm "
-                                    "or set DTRAIN_TRANSPORT=tcp",
-                                    static_cast<double>(layout_.bytes) / 1048576.0, name_));
-      sys_fail(fmt::format("reserving {} bytes for {}", layout_.bytes, name_), err);
-    }
-  }
-  return fd;
+void Engine::broadcast(const OpDesc& d, const void* send, void* recv) {
+  call(d, [&] { slots_.broadcast(d, static_cast<const std::uint8_t*>(send), static_cast<std::uint8_t*>(recv)); });
 }
 
-void Engine::finish_setup(const Options& o, int fd, std::size_t ctl_off, Clock::time_point deadline,
-                          const std::string& name_key) {
-  base_ = ::mmap(nullptr, layout_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int map_err = errno;
-  ::close(fd);
-  if (base_ == MAP_FAILED) {
-    base_ = nullptr;
-    if (me_ == 0) ::shm_unlink(name_.c_str());
-    sys_fail(fmt::format("mmap {} ({} bytes)", name_, layout_.bytes), map_err);
-  }
-  hdr_ = static_cast<Header*>(base_);
-  ctl_ = reinterpret_cast<RankCtl*>(static_cast<std::uint8_t*>(base_) + ctl_off);
-  if (me_ == 0) {
-    // Fresh pages are zero: atomics start at 0. Publish the layout, then the magic, then the name.
-    hdr_->local_size = static_cast<std::uint32_t>(n_);
-    hdr_->slot_bytes = layout_.slot_bytes;
-    hdr_->total_bytes = layout_.bytes;
-    hdr_->abort_rank.store(-1);
-    hdr_->magic.store(kMagic, std::memory_order_release);
-    o.store->set(name_key, rdzv::as_bytes(name_));
-  } else {
-    if (hdr_->magic.load(std::memory_order_acquire) != kMagic || hdr_->local_size != static_cast<std::uint32_t>(n_) ||
-        hdr_->total_bytes != layout_.bytes) {
-      ::munmap(base_, layout_.bytes);
-      base_ = nullptr;
-      throw CollError(DTRAIN_ERR_CONFIG,
-                      fmt::format("shared-memory segment {} does not match this rank's view ({} local ranks, slot "
-                                  "{} bytes): do all local ranks use the same LOCAL_WORLD_SIZE, "
-                                  "DTRAIN_SHM_SLOT_BYTES and DTRAIN_SHM_P2P_BYTES?",
-                                  name_, n_, layout_.slot_bytes));
-    }
-  }
-  ctl_[me_].pid.store(static_cast<std::int32_t>(::getpid()));
-  // The last rank to map the segment removes its name: from here on a crash leaves nothing behind.
-  if (hdr_->mapped.fetch_add(1) + 1 == static_cast<std::uint32_t>(n_)) ::shm_unlink(name_.c_str());
-  // Wait (bounded) until every local rank has mapped it.
-  while (hdr_->mapped.load() < static_cast<std::uint32_t>(n_)) {
-    if (Clock::now() >= deadline) {
-      ::shm_unlink(name_.c_str());
-      std::string missing;
-      for (int j = 0; j < n_; ++j)
-        if (ctl_[j].pid.load() == 0) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", granks_[j]);
-      ::munmap(base_, layout_.bytes);
-      base_ = nullptr;
-      throw CollError(DTRAIN_ERR_TIMEOUT,
-                      fmt::format("shared-memory setup: ranks [{}] did not attach within {}", missing,
-                                  seconds_text(timeout_)));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  DTRAIN_DEBUG(coll, "shm segment {} mapped by {} local ranks ({} bytes)", name_, n_, layout_.bytes);
+void Engine::allgather(const OpDesc& d, const void* send, void* recv) {
+  call(d, [&] { slots_.allgather(d, static_cast<const std::uint8_t*>(send), static_cast<std::uint8_t*>(recv)); });
 }
 
-Engine::~Engine() {
-  if (base_ == nullptr) return;
-  ctl_[me_].state.store(1, std::memory_order_seq_cst);
-  hdr_->phase.fetch_add(0);  // order the state store before the wake
-  futex_wake_all(hdr_->phase, hdr_->sleepers);
-  for (int j = 0; j < n_; ++j)
-    if (j != me_) ring_bell(j);  // a peer waiting for a message from this rank learns it left
-  if (hdr_->mapped.load() < static_cast<std::uint32_t>(n_)) ::shm_unlink(name_.c_str());
-  ::munmap(base_, layout_.bytes);
+void Engine::reduce_scatter(const OpDesc& d, const void* send, void* recv) {
+  call(d, [&] {
+    slots_.reduce_scatter(d, static_cast<const std::uint8_t*>(send), static_cast<std::uint8_t*>(recv));
+  });
 }
 
 }  // namespace dtrain::coll::shm

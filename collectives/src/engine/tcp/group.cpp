@@ -11,9 +11,9 @@ namespace {
 constexpr std::size_t kSmallBytes = 64 * 1024;
 }  // namespace
 
-Group::Group(Mesh& mesh, std::vector<int> ranks) : mesh_(mesh), ranks_(std::move(ranks)) {
-  auto it = std::find(ranks_.begin(), ranks_.end(), mesh_.rank());
-  DTRAIN_CHECK(it != ranks_.end(), "rank {} not in its group", mesh_.rank());
+Group::Group(Channel& channel, std::vector<int> ranks) : channel_(channel), ranks_(std::move(ranks)) {
+  auto it = std::find(ranks_.begin(), ranks_.end(), channel_.rank());
+  DTRAIN_CHECK(it != ranks_.end(), "rank {} not in its group", channel_.rank());
   idx_ = static_cast<int>(it - ranks_.begin());
 }
 
@@ -66,24 +66,24 @@ void Group::recursive_doubling(const OpDesc& d, std::uint8_t* buf, std::size_t c
     reduce_n(srcs, 2, buf, nullptr, count, dtype, op, 1);
   };
   if (idx_ >= p) {
-    mesh_.exchange(d, at(idx_ - p), buf, bytes, -1, nullptr, 0);
-    mesh_.exchange(d, -1, nullptr, 0, at(idx_ - p), buf, bytes);
+    channel_.exchange(d, at(idx_ - p), buf, bytes, -1, nullptr, 0);
+    channel_.exchange(d, -1, nullptr, 0, at(idx_ - p), buf, bytes);
     return;
   }
   if (idx_ + p < n) {
-    mesh_.exchange(d, -1, nullptr, 0, at(idx_ + p), tmp, bytes);
+    channel_.exchange(d, -1, nullptr, 0, at(idx_ + p), tmp, bytes);
     combine(false);
   }
   for (int mask = 1; mask < p; mask <<= 1) {
     const int partner = idx_ ^ mask;
-    mesh_.exchange(d, at(partner), buf, bytes, at(partner), tmp, bytes);
+    channel_.exchange(d, at(partner), buf, bytes, at(partner), tmp, bytes);
     combine(partner < idx_);
   }
   divide_in_place(buf, count, dtype, div);
-  if (idx_ + p < n) mesh_.exchange(d, at(idx_ + p), buf, bytes, -1, nullptr, 0);
+  if (idx_ + p < n) channel_.exchange(d, at(idx_ + p), buf, bytes, -1, nullptr, 0);
 }
 
-// The ring's steps as one pipelined stream (Mesh::stream): `rs` reduce-scatter steps, then `ag`
+// The ring's steps as one pipelined stream (Channel::stream): `rs` reduce-scatter steps, then `ag`
 // allgather steps, each step's blocks cut into the same number of chunks on every rank (sized by the
 // largest block, so sender and receiver agree on every message even when block lengths differ by
 // one element). Reduce-scatter step s sends block idx-s-1 (this rank's own contribution at step 0,
@@ -97,14 +97,14 @@ void Group::ring(const OpDesc& d, const std::uint8_t* send, std::uint8_t* buf, c
   const int n = size();
   const int next = at((idx_ + 1) % n);
   const int prev = at((idx_ + n - 1) % n);
-  const std::size_t chunk = std::max<std::size_t>(1, mesh_.chunk_bytes() / esz);
+  const std::size_t chunk = std::max<std::size_t>(1, channel_.chunk_bytes() / esz);
   auto blen = [&](int b) { return starts[static_cast<std::size_t>(b) + 1] - starts[static_cast<std::size_t>(b)]; };
   auto block = [&](int b) { return ((b % n) + n) % n; };
   std::size_t maxb = 0;
   for (int b = 0; b < n; ++b) maxb = std::max(maxb, blen(b));
   const std::size_t chunks = std::max<std::size_t>(1, (maxb + chunk - 1) / chunk);
   std::uint8_t* tmp = rs > 0 ? scratch(chunk * esz) : nullptr;
-  std::vector<Mesh::Segment> segs;
+  std::vector<Channel::Segment> segs;
   segs.reserve(static_cast<std::size_t>(rs + ag) * chunks);
   for (int step = 0; step < rs + ag; ++step) {
     const bool reducing = step < rs;
@@ -118,7 +118,7 @@ void Group::ring(const OpDesc& d, const std::uint8_t* send, std::uint8_t* buf, c
       segs.push_back({from + (starts[static_cast<std::size_t>(sb)] + off) * esz, sl * esz, into, rl * esz});
     }
   }
-  mesh_.stream(d, next, prev, segs, chunks, [&](std::size_t i) {
+  channel_.stream(d, next, prev, segs, chunks, [&](std::size_t i) {
     const auto step = static_cast<int>(i / chunks);
     if (step >= rs || segs[i].rlen == 0) return;
     const int rb = block(idx_ - step - 2);
@@ -140,21 +140,21 @@ void Group::broadcast(const OpDesc& d, void* buf_v, std::size_t bytes, int root)
     int mask = 1;
     while (mask < n) {
       if (v & mask) {
-        mesh_.exchange(d, -1, nullptr, 0, rank_of(v - mask), buf, bytes);
+        channel_.exchange(d, -1, nullptr, 0, rank_of(v - mask), buf, bytes);
         break;
       }
       mask <<= 1;
     }
     for (mask >>= 1; mask > 0; mask >>= 1)
-      if (v + mask < n) mesh_.exchange(d, rank_of(v + mask), buf, bytes, -1, nullptr, 0);
+      if (v + mask < n) channel_.exchange(d, rank_of(v + mask), buf, bytes, -1, nullptr, 0);
     return;
   }
   // Pipelined chain root -> root+1 -> ...: forward each chunk as soon as it arrives.
-  const std::size_t chunk = mesh_.chunk_bytes();
+  const std::size_t chunk = channel_.chunk_bytes();
   for (std::size_t off = 0; off < bytes; off += chunk) {
     const std::size_t len = std::min(chunk, bytes - off);
-    if (v > 0) mesh_.exchange(d, -1, nullptr, 0, rank_of(v - 1), buf + off, len);
-    if (v < n - 1) mesh_.exchange(d, rank_of(v + 1), buf + off, len, -1, nullptr, 0);
+    if (v > 0) channel_.exchange(d, -1, nullptr, 0, rank_of(v - 1), buf + off, len);
+    if (v < n - 1) channel_.exchange(d, rank_of(v + 1), buf + off, len, -1, nullptr, 0);
   }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// The TCP algorithms, written against Mesh::exchange() and Mesh::stream() and run on a group of the
-// mesh's ranks (every rank of a flat communicator, or the hosts' leaders of a hierarchical one):
+// The TCP algorithms, written against Channel::exchange() and Channel::stream() and run on a group of
+// the channel's ranks (every rank of a flat communicator, or the hosts' leaders of a hierarchical one):
 //   allreduce: recursive doubling (ranks beyond the largest power of two fold in first) up to 64 KiB,
 //              else a ring reduce-scatter + allgather in chunks, every step pipelined in one stream
 //              (a chunk goes on as soon as it has arrived and been folded), reading send and
@@ -14,14 +14,14 @@
 #include <functional>
 #include <vector>
 
-#include "mesh.hpp"
+#include "channel.hpp"
 
 namespace dtrain::coll::tcp {
 
 class Group {
  public:
-  // ranks: mesh ranks, ascending, including mesh.rank().
-  Group(Mesh& mesh, std::vector<int> ranks);
+  // ranks: the channel's ranks, ascending, including channel.rank().
+  Group(Channel& channel, std::vector<int> ranks);
 
   int size() const { return static_cast<int>(ranks_.size()); }
 
@@ -47,13 +47,13 @@ class Group {
   using Fold = std::function<void(const void* in, const void* own, void* out, std::size_t count, bool last)>;
   static Fold folder(dtrain_dtype_t dtype, dtrain_op_t op, int avg_divisor);
   // rs reduce-scatter steps (blocks of send folded into buf) then ag allgather steps (blocks of buf
-  // passed on), pipelined in one stream (group.cpp).
+  // passed on), pipelined in one Channel::stream.
   void ring(const OpDesc& d, const std::uint8_t* send, std::uint8_t* buf, const std::vector<std::size_t>& starts,
             std::size_t esz, const Fold& fold, int rs, int ag);
   int at(int index) const { return ranks_[static_cast<std::size_t>(index)]; }
   std::uint8_t* scratch(std::size_t bytes);
 
-  Mesh& mesh_;
+  Channel& channel_;
   std::vector<int> ranks_;
   int idx_ = 0;  // this rank's index in ranks_
   std::vector<std::uint8_t> scratch_;

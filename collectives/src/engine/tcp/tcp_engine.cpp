@@ -1,3 +1,4 @@
+// The TCP engine: each call staged and routed to its collaborators (tcp_engine.hpp).
 #include "tcp_engine.hpp"
 
 #include <cstring>
@@ -14,14 +15,18 @@ std::vector<int> every_rank(int n) {
 }
 }  // namespace
 
-Engine::Engine(const Options& o) : mesh_(o), all_(mesh_, every_rank(mesh_.size())) {}
-
-void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept { mesh_.abort(status, msg); }
+Engine::Engine(const Options& o)
+    : links_(Bootstrap(o).connect()),
+      inbox_(static_cast<std::size_t>(links_.size())),
+      failures_(links_, *o.store, o.key_prefix, o.timeout),
+      channel_(links_, inbox_, failures_, o.chunk_bytes, o.spin_us),
+      p2p_(links_, inbox_, failures_),
+      all_(channel_, every_rank(links_.size())) {}
 
 void Engine::barrier(const OpDesc& d) { all_.barrier(d); }
 
 void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
-  const int div = d.op == DTRAIN_AVG ? mesh_.size() : 1;
+  const int div = d.op == DTRAIN_AVG ? links_.size() : 1;
   if (!is_half(d.dtype)) return all_.allreduce(d, send, recv, d.count, d.dtype, d.op, div);
   const Staging::Work w = staging_.begin(send, recv, d.count, d.dtype);  // float32, reduced in place
   all_.allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, div);
@@ -30,21 +35,21 @@ void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
 
 void Engine::broadcast(const OpDesc& d, const void* send, void* recv) {
   const std::size_t bytes = d.count * dtype_size(d.dtype);
-  if (mesh_.rank() == d.root && bytes && send != recv) std::memmove(recv, send, bytes);
+  if (links_.rank() == d.root && bytes && send != recv) std::memmove(recv, send, bytes);
   all_.broadcast(d, recv, bytes, d.root);
 }
 
 void Engine::allgather(const OpDesc& d, const void* send, void* recv) {
   const std::size_t bytes = d.count * dtype_size(d.dtype);
-  auto* own = static_cast<std::uint8_t*>(recv) + static_cast<std::size_t>(mesh_.rank()) * bytes;
+  auto* own = static_cast<std::uint8_t*>(recv) + static_cast<std::size_t>(links_.rank()) * bytes;
   if (bytes && send != own) std::memmove(own, send, bytes);
   all_.allgather(d, recv, bytes);
 }
 
 void Engine::reduce_scatter(const OpDesc& d, const void* send, void* recv) {
   const std::size_t esz = dtype_size(d.dtype);
-  const std::size_t total = d.count * static_cast<std::size_t>(mesh_.size());
-  const int div = d.op == DTRAIN_AVG ? mesh_.size() : 1;
+  const std::size_t total = d.count * static_cast<std::size_t>(links_.size());
+  const int div = d.op == DTRAIN_AVG ? links_.size() : 1;
   if (is_half(d.dtype)) {
     auto* f = reinterpret_cast<float*>(staging_.bytes((total + d.count) * sizeof(float)));
     widen_to_float(send, f, total, d.dtype);

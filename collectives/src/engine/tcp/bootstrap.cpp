@@ -1,10 +1,6 @@
-// TCP mesh setup: listen on the advertised address, publish it (rank 0 first puts the communicator's
-// secret in the store), then connect to every lower rank (retrying while it is not listening yet)
-// and accept every higher one. Every connection opens with the handshake of mesh_handshake.hpp: a
-// connection that does not prove the secret (a stranger: garbage, a wrong proof, silence past
-// kHandshakeTimeout, an early close) is dropped with a warning naming its address, and the listener
-// goes on accepting until every real peer is in; the setup deadline applies to real peers only.
-// Bounded by the timeout; every failure names the peer's rank, host, address and port.
+// Connecting a group's sockets (bootstrap.hpp).
+#include "bootstrap.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -26,8 +22,8 @@
 #include "dtrain/common/params.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/client.hpp"
-#include "mesh.hpp"
-#include "mesh_handshake.hpp"
+#include "handshake.hpp"
+#include "wire.hpp"
 
 namespace dtrain::coll::tcp {
 namespace {
@@ -104,51 +100,23 @@ std::string resolve_advertise_host(const std::string& configured, rdzv::Store* s
   return host;
 }
 
-Mesh::Mesh(const Options& o)
-    : members_(o.members),
-      rank_(o.rank),
-      store_(o.store),
-      prefix_(o.key_prefix),
-      timeout_(o.timeout),
-      chunk_bytes_(std::max<std::size_t>(o.chunk_bytes, 4096)),
-      spin_us_(std::max(o.spin_us, 0)),
-      pairs_(o.members.size()),
-      inbox_(o.members.size()) {
-  DTRAIN_CHECK(rank_ >= 0 && rank_ < size(), "rank {} of {}", rank_, size());
-  listen_on(o.advertise_host);
-  try {
-    const auto deadline = Clock::now() + timeout_;
-    read_addresses();
-    connect_lower(deadline);
-    accept_higher(deadline);
-  } catch (...) {
-    close_all();
-    throw;
-  }
-  DTRAIN_DEBUG(coll, "TCP engine: rank {} connected to {} peers", world(rank_), size() - 1);
-}
+Bootstrap::Bootstrap(const Options& o) : o_(o), links_(o.members, o.rank) { listen_on(o.advertise_host); }
 
-Mesh::~Mesh() { close_all(); }
-
-void Mesh::close_all() noexcept {
-  for (auto& p : pairs_)
-    if (p.fd >= 0) {
-      ::close(p.fd);
-      p.fd = -1;
-    }
+Bootstrap::~Bootstrap() {
   if (listen_fd_ >= 0) ::close(listen_fd_);
-  listen_fd_ = -1;
 }
 
-std::string Mesh::peer_text(int r) const {
-  const Pair& p = pairs_[static_cast<std::size_t>(r)];
-  if (p.host == p.addr || p.host.empty())
-    return fmt::format("rank {} (address {}, port {})", world(r), p.addr, p.port);
-  return fmt::format("rank {} (host {}, address {}, port {})", world(r), p.host, p.addr, p.port);
+Links Bootstrap::connect() {
+  const auto deadline = Clock::now() + o_.timeout;
+  read_addresses();
+  connect_lower(deadline);
+  accept_higher(deadline);
+  DTRAIN_DEBUG(coll, "TCP engine: rank {} connected to {} peers", links_.world(links_.rank()), links_.size() - 1);
+  return std::move(links_);
 }
 
 // Listens on the advertised address and publishes it (the listener exists before the record does).
-void Mesh::listen_on(const std::string& host) {
+void Bootstrap::listen_on(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -166,7 +134,7 @@ void Mesh::listen_on(const std::string& host) {
       err = errno;
       continue;
     }
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, std::max(size(), 16)) == 0) {
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, std::max(links_.size(), 16)) == 0) {
       listen_fd_ = fd;
     } else {
       err = errno;
@@ -177,7 +145,7 @@ void Mesh::listen_on(const std::string& host) {
   if (listen_fd_ < 0)
     throw CollError(DTRAIN_ERR_SYSTEM, fmt::format("TCP engine: rank {} cannot listen on {}: {}; set DTRAIN_SOCKET_ADDR "
                                                    "to an address of this host",
-                                                   world(rank_), host, errno_text(err)));
+                                                   links_.world(links_.rank()), host, errno_text(err)));
   sockaddr_storage ss{};
   socklen_t sl = sizeof ss;
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &sl);
@@ -185,53 +153,48 @@ void Mesh::listen_on(const std::string& host) {
                                                  : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   set_nonblocking(listen_fd_);
   const std::string me = fmt::format("{} {} {}", numeric(ss), port, host);
-  try {
-    if (rank_ == 0) {  // the secret is in the store before any address is
-      secret_ = rdzv::auth::random_nonce();
-      store_->set(prefix_ + "tcp/secret", secret_);
-    }
-    store_->set(prefix_ + "tcp/" + std::to_string(rank_), rdzv::as_bytes(me));
-  } catch (...) {
-    close_all();
-    throw;
+  if (links_.rank() == 0) {  // the secret is in the store before any address is
+    secret_ = rdzv::auth::random_nonce();
+    o_.store->set(o_.key_prefix + "tcp/secret", secret_);
   }
+  o_.store->set(o_.key_prefix + "tcp/" + std::to_string(links_.rank()), rdzv::as_bytes(me));
 }
 
 // Everyone's address first (their listeners exist before they publish).
-void Mesh::read_addresses() {
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank_) continue;
+void Bootstrap::read_addresses() {
+  for (int r = 0; r < links_.size(); ++r) {
+    if (r == links_.rank()) continue;
     std::string v;
     try {
-      v = rdzv::to_string(store_->get(prefix_ + "tcp/" + std::to_string(r), timeout_));
+      v = rdzv::to_string(o_.store->get(o_.key_prefix + "tcp/" + std::to_string(r), o_.timeout));
     } catch (const TimeoutError&) {
       throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("TCP engine setup: rank {} never published its address within "
                                                       "{} (did it start and call init?)",
-                                                      world(r), seconds_text(timeout_)));
+                                                      links_.world(r), seconds_text(o_.timeout)));
     }
     char addr[256] = {}, host[256] = {};
     int port = 0;
     if (std::sscanf(v.c_str(), "%255s %d %255s", addr, &port, host) < 2)
       throw CollError(DTRAIN_ERR_INTERNAL,
-                      fmt::format("TCP engine: bad address record '{}' for rank {}", v, world(r)));
-    auto& p = pairs_[static_cast<std::size_t>(r)];
+                      fmt::format("TCP engine: bad address record '{}' for rank {}", v, links_.world(r)));
+    auto& p = links_.peer(r);
     p.addr = addr;
     p.port = port;
     p.host = host;
   }
-  if (rank_ != 0) {  // rank 0 stored it before its address
-    secret_ = store_->get(prefix_ + "tcp/secret", timeout_);
+  if (links_.rank() != 0) {  // rank 0 stored it before its address
+    secret_ = o_.store->get(o_.key_prefix + "tcp/secret", o_.timeout);
     if (secret_.size() != hs::kSecretBytes)
       throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("TCP engine: the mesh secret under {}tcp/secret has {} bytes, "
-                                                       "not {}", prefix_, secret_.size(), hs::kSecretBytes));
+                                                       "not {}", o_.key_prefix, secret_.size(), hs::kSecretBytes));
   }
 }
 
 // The connecting side of the handshake on a fresh connection to rank r: ok, an I/O failure (the
 // caller retries: the listener may have dropped a slow greeting), or refused (the listener failed
 // its proof: `why`).
-Mesh::Greet Mesh::greet(int fd, int r, Clock::time_point deadline, std::string& why) {
-  hs::Connector c(secret_, rank_, r, size(), rdzv::auth::random_nonce());
+Bootstrap::Greet Bootstrap::greet(int fd, int r, Clock::time_point deadline, std::string& why) {
+  hs::Connector c(secret_, links_.rank(), r, links_.size(), rdzv::auth::random_nonce());
   rdzv::Bytes hello = c.hello();
   if (!io_all(fd, hello.data(), hello.size(), true, deadline)) return Greet::io;
   while (c.want() > 0) {
@@ -247,9 +210,9 @@ Mesh::Greet Mesh::greet(int fd, int r, Clock::time_point deadline, std::string& 
   return Greet::ok;
 }
 
-void Mesh::connect_lower(Clock::time_point deadline) {
-  for (int r = 0; r < rank_; ++r) {
-    auto& p = pairs_[static_cast<std::size_t>(r)];
+void Bootstrap::connect_lower(Clock::time_point deadline) {
+  for (int r = 0; r < links_.rank(); ++r) {
+    auto& p = links_.peer(r);
     int attempts = 0;
     int err = 0;
     for (;;) {
@@ -261,7 +224,7 @@ void Mesh::connect_lower(Clock::time_point deadline) {
       addrinfo* res = nullptr;
       if (::getaddrinfo(p.addr.c_str(), std::to_string(p.port).c_str(), &hints, &res) != 0 || res == nullptr)
         throw CollError(DTRAIN_ERR_CONFIG, fmt::format("TCP engine: rank {} cannot parse the address of {}",
-                                                       world(rank_), peer_text(r)));
+                                                       links_.world(links_.rank()), links_.text(r)));
       int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
       err = errno;
@@ -281,14 +244,14 @@ void Mesh::connect_lower(Clock::time_point deadline) {
         if (g == Greet::refused)
           throw CollError(DTRAIN_ERR_PEER, fmt::format("TCP engine: rank {} could not greet {}: {}; is another "
                                                        "program listening on that port?",
-                                                       world(rank_), peer_text(r), why));
+                                                       links_.world(links_.rank()), links_.text(r), why));
       }
       if (fd >= 0) ::close(fd);
       if (Clock::now() >= deadline)
         throw CollError(DTRAIN_ERR_PEER,
                         fmt::format("TCP engine: rank {} cannot connect to {}: {} ({} attempts in {}); check that "
                                     "the address is reachable from this host or set DTRAIN_SOCKET_ADDR on that rank",
-                                    world(rank_), peer_text(r), errno_text(err), attempts, seconds_text(timeout_)));
+                                    links_.world(links_.rank()), links_.text(r), errno_text(err), attempts, seconds_text(o_.timeout)));
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, 5 * attempts)));
     }
   }
@@ -297,7 +260,7 @@ void Mesh::connect_lower(Clock::time_point deadline) {
 // ---- the accepting side ---------------------------------------------------------------------
 
 // An accepted connection whose handshake is under way.
-struct Mesh::Incoming {
+struct Bootstrap::Incoming {
   int fd = -1;
   std::string from;  // "address:port"
   Clock::time_point until;
@@ -306,13 +269,13 @@ struct Mesh::Incoming {
   std::size_t have = 0;
 };
 
-void Mesh::drop(Incoming& c, const std::string& why) {
-  DTRAIN_WARN(coll, "TCP engine: rank {} dropped a connection from {}: {}", world(rank_), c.from, why);
+void Bootstrap::drop(Incoming& c, const std::string& why) {
+  DTRAIN_WARN(coll, "TCP engine: rank {} dropped a connection from {}: {}", links_.world(links_.rank()), c.from, why);
   ::close(c.fd);
   c.fd = -1;
 }
 
-void Mesh::accept_new(std::vector<Incoming>& in) {
+void Bootstrap::accept_new(std::vector<Incoming>& in) {
   for (;;) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
@@ -322,15 +285,15 @@ void Mesh::accept_new(std::vector<Incoming>& in) {
       in.erase(in.begin());
     }
     tune(fd);
-    const auto until = Clock::now() + std::min<std::chrono::milliseconds>(kHandshakeTimeout, timeout_);
-    in.push_back(Incoming{fd, peer_address(fd), until, hs::Acceptor(secret_, rank_, size(), rdzv::auth::random_nonce()),
+    const auto until = Clock::now() + std::min<std::chrono::milliseconds>(kHandshakeTimeout, o_.timeout);
+    in.push_back(Incoming{fd, peer_address(fd), until, hs::Acceptor(secret_, links_.rank(), links_.size(), rdzv::auth::random_nonce()),
                           rdzv::Bytes(hs::kHelloBytes), 0});
   }
 }
 
 // Reads what the connection sent and moves its handshake on; true once it is settled (bound to its
 // rank or dropped, fd -1 then).
-bool Mesh::advance(Incoming& c) {
+bool Bootstrap::advance(Incoming& c) {
   for (;;) {
     ssize_t k = ::recv(c.fd, c.buf.data() + c.have, c.buf.size() - c.have, 0);
     if (k == 0) {
@@ -355,9 +318,9 @@ bool Mesh::advance(Incoming& c) {
       return true;
     }
     if (s.done) {
-      auto& p = pairs_[static_cast<std::size_t>(c.hs.peer())];
+      auto& p = links_.peer(c.hs.peer());
       if (p.fd >= 0) {
-        drop(c, fmt::format("rank {} is connected already", world(c.hs.peer())));
+        drop(c, fmt::format("rank {} is connected already", links_.world(c.hs.peer())));
         return true;
       }
       p.fd = c.fd;
@@ -368,29 +331,29 @@ bool Mesh::advance(Incoming& c) {
     c.have = 0;
   }
   if (Clock::now() >= c.until) {
-    const auto limit = std::min<std::chrono::milliseconds>(kHandshakeTimeout, timeout_);
+    const auto limit = std::min<std::chrono::milliseconds>(kHandshakeTimeout, o_.timeout);
     drop(c, fmt::format("it did not complete the handshake within {}", seconds_text(limit)));
     return true;
   }
   return false;
 }
 
-void Mesh::accept_higher(Clock::time_point deadline) {
+void Bootstrap::accept_higher(Clock::time_point deadline) {
   std::vector<Incoming> in;
   auto missing = [&] {
     std::vector<int> m;
-    for (int r = rank_ + 1; r < size(); ++r)
-      if (pairs_[static_cast<std::size_t>(r)].fd < 0) m.push_back(r);
+    for (int r = links_.rank() + 1; r < links_.size(); ++r)
+      if (links_.peer(r).fd < 0) m.push_back(r);
     return m;
   };
   while (!missing().empty()) {
     if (Clock::now() >= deadline) {
       for (auto& c : in) drop(c, "the setup timed out during its handshake");
       std::string list;
-      for (int r : missing()) list += fmt::format("{}{}", list.empty() ? "" : ", ", world(r));
+      for (int r : missing()) list += fmt::format("{}{}", list.empty() ? "" : ", ", links_.world(r));
       throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("TCP engine setup: ranks [{}] did not connect to rank {} "
                                                       "within {}",
-                                                      list, world(rank_), seconds_text(timeout_)));
+                                                      list, links_.world(links_.rank()), seconds_text(o_.timeout)));
     }
     std::vector<pollfd> pfds{{listen_fd_, POLLIN, 0}};
     for (const auto& c : in) pfds.push_back({c.fd, POLLIN, 0});

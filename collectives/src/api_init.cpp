@@ -1,16 +1,10 @@
-// The exported C ABI: initialisation and the collectives (api_groups.cpp: split and groups from the
-// environment; api_p2p.cpp: point-to-point). Every function body runs inside guard()
-// (handle.hpp), which turns any exception into a status code plus the thread-local last error,
-// so nothing C++ crosses the boundary; it is the library's only such conversion (the CPU engines and
-// the NCCL backend throw CollError carrying the status). Host buffers go to the CPU communicator;
-// device buffers (nccl::is_device_pointer) to a lazily created NCCL communicator.
-//
-// In place (both engines, the same forms): allreduce and broadcast take send == recv; allgather takes
-// send == recv + rank*sendcount (NCCL's layout) or send == recv (this rank's contribution is the first
-// sendcount elements of recv); reduce_scatter takes recv == send + rank*recvcount (NCCL's layout) or
-// recv == send (the result lands in the first recvcount elements). Host calls are normalised here
-// (the extension forms become NCCL's layout) so the CPU engine sees out-of-place or NCCL-layout calls
-// only; any other overlap of the two buffers is DTRAIN_ERR_INVALID_ARGUMENT on both engines.
+// The C ABI of communicators: making one (from the launch environment, from explicit options with
+// dtrain's rendezvous store, or through the caller's own store with an extensible configuration,
+// dtrain_comm_init_config), asking its rank and size, setting its deadline, destroying it; the
+// library's version and the text of statuses and of the last error. Every function body runs inside
+// guard() (handle.hpp), the library's only conversion of exceptions into statuses.
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -26,8 +20,10 @@
 #include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/client.hpp"
 #include "dtrain/rendezvous/etcd_backend.hpp"
+#include "callback_store.hpp"
 #include "handle.hpp"
-#include "in_place.hpp"
+#include "hosts.hpp"
+#include "scoped_store.hpp"
 
 namespace dtrain::coll {
 namespace {
@@ -65,6 +61,68 @@ dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out,
   auto c = std::make_unique<dtrain_comm>();
   c->cpu = std::make_unique<Communicator>(cfg, std::move(store));
   *out = c.release();
+  return DTRAIN_SUCCESS;
+}
+
+// The bytes of dtrain_config_t a caller must provide: everything up to and including `store`.
+constexpr std::size_t kRequiredBytes = offsetof(dtrain_config_t, store) + sizeof(dtrain_config_t::store);
+
+dtrain_config_t read_config(const dtrain_config_t* in) {
+  if (in == nullptr) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "config is NULL; pass a dtrain_config_t");
+  std::size_t size = 0;
+  std::memcpy(&size, in, sizeof size);  // struct_size first, before anything else is trusted
+  if (size < kRequiredBytes)
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                    fmt::format("config->struct_size is {}, less than the {} bytes up to config->store; start from "
+                                "DTRAIN_CONFIG_INITIALIZER (which sets struct_size) and then set the fields",
+                                size, kRequiredBytes));
+  dtrain_config_t c;
+  std::memset(&c, 0, sizeof c);
+  std::memcpy(&c, in, std::min(size, sizeof c));  // fields past the caller's size stay 0: their defaults
+  return c;
+}
+
+void check_config(const dtrain_config_t& c) {
+  auto bad = [](const std::string& m) { throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, m); };
+  if (c.size < 1) bad(fmt::format("config->size is {}: set it to the number of ranks (>= 1)", c.size));
+  if (c.rank < 0 || c.rank >= c.size)
+    bad(fmt::format("config->rank is {}: it must be in 0 .. size-1 = {}", c.rank, c.size - 1));
+  if (c.store == nullptr) bad("config->store is NULL: pass the dtrain_store_t the ranks bootstrap through");
+  const dtrain_store_t& s = *c.store;
+  const char* missing = s.set == nullptr           ? "set"
+                        : s.get == nullptr         ? "get"
+                        : s.add == nullptr         ? "add"
+                        : s.compare_set == nullptr ? "compare_set"
+                        : s.check == nullptr       ? "check"
+                                                   : nullptr;
+  if (missing != nullptr)
+    bad(fmt::format("config->store->{} is NULL: every callback of dtrain_store_t is required", missing));
+  if (c.transport != nullptr && *c.transport != '\0') {
+    const std::string t = c.transport;
+    if (t != "auto" && t != "tcp" && t != "shm")
+      bad(fmt::format("config->transport is \"{}\": expected NULL, \"auto\" or \"tcp\"", t));
+  }
+  if (c.host != nullptr && *c.host == '\0') bad("config->host is empty: pass NULL for this host's own identity");
+}
+
+dtrain_status_t init_config(const dtrain_config_t* config, dtrain_comm_t* out) {
+  if (out == nullptr) throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "comm (the output pointer) is NULL");
+  *out = nullptr;
+  const dtrain_config_t c = read_config(config);
+  check_config(c);
+  CommConfig cfg;
+  cfg.rank = c.rank;
+  cfg.size = c.size;
+  cfg.run_id = c.name != nullptr && *c.name ? c.name : "store";
+  cfg.transport = c.transport != nullptr && *c.transport ? c.transport : "";
+  cfg.advertise = c.advertise != nullptr ? c.advertise : "";
+  apply_params(cfg, c.timeout_s);
+  auto store = std::make_shared<CallbackStore>(*c.store, c.name != nullptr ? c.name : "");
+  const std::string host = c.host != nullptr ? std::string(c.host) : default_host_identity();
+  auto h = std::make_unique<dtrain_comm>();
+  h->cpu = Communicator::with_hosts(cfg, std::move(store), host);
+  h->nccl_store = std::make_unique<ScopedStore>(*h->cpu->store(), h->cpu->key_prefix());
+  *out = h.release();
   return DTRAIN_SUCCESS;
 }
 
@@ -145,86 +203,6 @@ dtrain_status_t dtrain_comm_size(dtrain_comm_t comm, int* size) {
   });
 }
 
-dtrain_status_t dtrain_allreduce(dtrain_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
-                                 dtrain_dtype_t dtype, dtrain_op_t op, void* stream) {
-  return guard([&] {
-    Communicator& c = cpu_of(comm);
-    check_same_or_apart("allreduce", sendbuf, recvbuf, count, dtype);
-    if (on_device(sendbuf, recvbuf)) {
-      nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
-      return on_nccl(comm, [&] { n.allreduce(sendbuf, recvbuf, count, dtype, op, stream, c.premul_scale(op)); });
-    }
-    c.allreduce(sendbuf, recvbuf, count, dtype, op);
-    return DTRAIN_SUCCESS;
-  });
-}
-
-dtrain_status_t dtrain_broadcast(dtrain_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
-                                 dtrain_dtype_t dtype, int root, void* stream) {
-  return guard([&] {
-    Communicator& c = cpu_of(comm);
-    if (on_device(sendbuf, recvbuf)) {
-      nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
-      return on_nccl(comm, [&] { n.broadcast(sendbuf, recvbuf, count, dtype, root, stream); });
-    }
-    c.broadcast(sendbuf, recvbuf, count, dtype, root);
-    return DTRAIN_SUCCESS;
-  });
-}
-
-dtrain_status_t dtrain_allgather(dtrain_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
-                                 dtrain_dtype_t dtype, void* stream) {
-  return guard([&] {
-    Communicator& c = cpu_of(comm);
-    const bool same = allgather_alias(sendbuf, recvbuf, sendcount, dtype, c.rank(), c.size());
-    if (on_device(sendbuf, recvbuf)) {
-      nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
-      return on_nccl(comm, [&] { n.allgather(sendbuf, recvbuf, sendcount, dtype, stream); });
-    }
-    if (same && c.rank() != 0) {
-      // send == recv: move this rank's contribution to its own block, then NCCL's in-place layout.
-      const std::size_t bytes = sendcount * dtype_size(dtype);
-      auto* own = static_cast<std::uint8_t*>(recvbuf) + bytes * static_cast<std::size_t>(c.rank());
-      std::memcpy(own, recvbuf, bytes);  // disjoint: own starts at rank*bytes >= bytes
-      c.allgather(own, recvbuf, sendcount, dtype);
-      return DTRAIN_SUCCESS;
-    }
-    c.allgather(sendbuf, recvbuf, sendcount, dtype);
-    return DTRAIN_SUCCESS;
-  });
-}
-
-dtrain_status_t dtrain_reduce_scatter(dtrain_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
-                                      dtrain_dtype_t dtype, dtrain_op_t op, void* stream) {
-  return guard([&] {
-    Communicator& c = cpu_of(comm);
-    const bool same = reduce_scatter_alias(sendbuf, recvbuf, recvcount, dtype, c.rank(), c.size());
-    if (on_device(sendbuf, recvbuf)) {
-      nccl::Comm& n = nccl_of(comm, sendbuf, recvbuf);
-      return on_nccl(comm, [&] { n.reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, stream, c.premul_scale(op)); });
-    }
-    if (same && c.rank() != 0) {
-      // recv == send: NCCL's in-place layout, then the result moves to the first recvcount elements.
-      const std::size_t bytes = recvcount * dtype_size(dtype);
-      auto* own = static_cast<std::uint8_t*>(recvbuf) + bytes * static_cast<std::size_t>(c.rank());
-      c.reduce_scatter(sendbuf, own, recvcount, dtype, op);
-      std::memcpy(recvbuf, own, bytes);  // disjoint: own starts at rank*bytes >= bytes
-      return DTRAIN_SUCCESS;
-    }
-    c.reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op);
-    return DTRAIN_SUCCESS;
-  });
-}
-
-dtrain_status_t dtrain_barrier(dtrain_comm_t comm) {
-  return guard([&] {
-    Communicator& c = cpu_of(comm);
-    if (comm->nccl) return on_nccl(comm, [&] { comm->nccl->barrier(); });
-    c.barrier();
-    return DTRAIN_SUCCESS;
-  });
-}
-
 dtrain_status_t dtrain_comm_destroy(dtrain_comm_t comm) {
   return guard([&] {
     if (comm == nullptr) return DTRAIN_SUCCESS;
@@ -256,5 +234,24 @@ const char* dtrain_status_string(dtrain_status_t status) {
 }
 
 const char* dtrain_last_error(void) { return last_error_cstr(); }
+
+int dtrain_version_code(void) { return DTRAIN_VERSION_CODE; }
+
+dtrain_status_t dtrain_comm_init_config(const dtrain_config_t* config, dtrain_comm_t* comm) {
+  return guard([&] { return init_config(config, comm); });
+}
+
+dtrain_status_t dtrain_comm_set_timeout(dtrain_comm_t comm, double timeout_s) {
+  return guard([&] {
+    Communicator& c = cpu_of(comm);
+    if (timeout_s != timeout_s)
+      throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "set_timeout: timeout_s is NaN; pass seconds, or <= 0 to restore");
+    const double ms = timeout_s * 1000.0;
+    c.set_timeout(std::chrono::milliseconds(ms <= 0 ? 0 : ms > 1e15 ? static_cast<long long>(1e15)
+                                                                    : std::max(1LL, static_cast<long long>(ms))));
+    if (comm->nccl) comm->nccl->set_timeout(c.timeout());  // a later NCCL communicator starts with it
+    return DTRAIN_SUCCESS;
+  });
+}
 
 }  // extern "C"

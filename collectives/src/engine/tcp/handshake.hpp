@@ -1,5 +1,5 @@
 #pragma once
-// The TCP mesh's connection handshake as two pure state machines (no sockets): a rank that connects
+// The TCP engine's connection handshake as two pure state machines (no sockets): a rank that connects
 // (the higher rank, "connector") and the rank that accepts ("acceptor") prove to each other that
 // they hold the communicator's secret, 32 random bytes that its rank 0 put in the store under
 // <key_prefix>tcp/secret (the store itself is authenticated with the job's token). HMAC-SHA256 over

@@ -1,12 +1,6 @@
-// TCP mesh exchange: the send and the receive of one step advance together on non-blocking sockets
-// (sendmsg of header + payload, recv of header then payload), polling both when neither moves
-// (without sleeping for the first spin_us_), until both are done or the call's deadline passes;
-// stream() runs many such steps with one pair of peers pipelined (a send goes as soon as what it
-// depends on has arrived, while receives go on). A point-to-point frame met on the way (the peer sent it before
-// entering this collective) is read whole into the peer's inbox (mesh_p2p.cpp takes it from there)
-// and the receive goes on with the next header. Failures: a broken or closed connection reports the
-// root cause the peer recorded in the store (its status and message) when there is one; a timeout
-// asks every rank through the store where it is and names who never reached the call.
+// The collectives' channel (channel.hpp).
+#include "channel.hpp"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -19,18 +13,11 @@
 #include <fmt/format.h>
 
 #include "../../wait.hpp"
-#include "mesh.hpp"
 
 namespace dtrain::coll::tcp {
-namespace {
-
-bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
-
-}  // namespace
-
 // One exchange() in flight; sent counts over header + payload, hgot over the header being read, got
 // over the payload (of the collective's message, or of the frame being parked).
-struct Mesh::Xfer {
+struct Channel::Xfer {
   WireHeader sh;
   WireHeader rh{};
   int to, from;
@@ -44,18 +31,17 @@ struct Mesh::Xfer {
   bool send_done, recv_done;
 };
 
-int ms_left(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 1000));
-}
+Channel::Channel(Links& links, Inbox& inbox, Failures& failures, std::size_t chunk_bytes, int spin_us)
+    : links_(links), inbox_(inbox), failures_(failures), chunk_bytes_(std::max<std::size_t>(chunk_bytes, 4096)),
+      spin_us_(std::max(spin_us, 0)) {}
 
-void Mesh::exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen, int from, void* rbuf,
+void Channel::exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen, int from, void* rbuf,
                     std::size_t rlen) {
   Xfer x{.sh = WireHeader{kWireMagic, kCollective, d.seq, d.fp0(), d.fp1(), slen},
          .to = to,
          .from = from,
-         .sfd = to >= 0 ? pairs_[static_cast<std::size_t>(to)].fd : -1,
-         .rfd = from >= 0 ? pairs_[static_cast<std::size_t>(from)].fd : -1,
+         .sfd = to >= 0 ? links_.fd(to) : -1,
+         .rfd = from >= 0 ? links_.fd(from) : -1,
          .sbuf = sbuf,
          .rbuf = rbuf,
          .slen = slen,
@@ -74,12 +60,12 @@ void Mesh::exchange(const OpDesc& d, int to, const void* sbuf, std::size_t slen,
 }
 
 // Neither direction moved: poll the unfinished ones (a second at most), or fail past the deadline.
-void Mesh::wait_for(const OpDesc& d, const Xfer& x) {
+void Channel::wait_for(const OpDesc& d, const Xfer& x) {
   pollfd pfd[2];
   int n = 0;
   if (!x.send_done) pfd[n++] = {x.sfd, POLLOUT, 0};
   if (!x.recv_done) pfd[n++] = {x.rfd, POLLIN, 0};
-  if (Clock::now() >= d.deadline) fail_timeout(d, x.send_done ? -1 : x.to, x.recv_done ? -1 : x.from);
+  if (Clock::now() >= d.deadline) failures_.timed_out(d, x.send_done ? -1 : x.to, x.recv_done ? -1 : x.from);
   if (spin_ready(pfd, n)) return;
   ::poll(pfd, static_cast<nfds_t>(n), ms_left(d.deadline));
 }
@@ -87,7 +73,7 @@ void Mesh::wait_for(const OpDesc& d, const Xfer& x) {
 // Polls without sleeping for up to spin_us_: true as soon as one of the sockets is ready. A peer on
 // this host usually answers within microseconds, sooner than a rank sleeping in poll() wakes up;
 // poll() rather than retrying recv(), which would contend for the socket's lock with the delivery.
-bool Mesh::spin_ready(pollfd* pfd, int n) const {
+bool Channel::spin_ready(pollfd* pfd, int n) const {
   if (spin_us_ == 0) return false;
   const auto until = Clock::now() + std::chrono::microseconds(spin_us_);
   do {
@@ -97,14 +83,14 @@ bool Mesh::spin_ready(pollfd* pfd, int n) const {
   return false;
 }
 
-void Mesh::stream(const OpDesc& d, int to, int from, const std::vector<Segment>& segs, std::size_t lead,
+void Channel::stream(const OpDesc& d, int to, int from, const std::vector<Segment>& segs, std::size_t lead,
                   const std::function<void(std::size_t)>& on_recv) {
   const std::size_t n = segs.size();
   Xfer x{.sh = WireHeader{kWireMagic, kCollective, d.seq, d.fp0(), d.fp1(), 0},
          .to = to,
          .from = from,
-         .sfd = pairs_[static_cast<std::size_t>(to)].fd,
-         .rfd = pairs_[static_cast<std::size_t>(from)].fd,
+         .sfd = links_.fd(to),
+         .rfd = links_.fd(from),
          .sbuf = nullptr,
          .rbuf = nullptr,
          .slen = 0,
@@ -149,7 +135,7 @@ void Mesh::stream(const OpDesc& d, int to, int from, const std::vector<Segment>&
 }
 
 // One sendmsg of what is left (header and payload in one call while the header is not out yet).
-bool Mesh::send_some(const OpDesc& d, Xfer& x) {
+bool Channel::send_some(const OpDesc& d, Xfer& x) {
   iovec iov[2];
   int n = 0;
   if (x.sent < sizeof x.sh) {
@@ -169,13 +155,13 @@ bool Mesh::send_some(const OpDesc& d, Xfer& x) {
     return true;
   }
   if (k < 0 && !transient(errno))
-    peer_failed(d.text(), x.to, fmt::format("connection broke while sending: {}", errno_text(errno)));
+    failures_.peer_failed(d.text(), x.to, fmt::format("connection broke while sending: {}", errno_text(errno)));
   return false;
 }
 
 // One recv: the rest of the header, or the rest of the payload once the header is in and checked
 // (or of a point-to-point frame being parked).
-bool Mesh::recv_some(const OpDesc& d, Xfer& x) {
+bool Channel::recv_some(const OpDesc& d, Xfer& x) {
   ssize_t k;
   if (x.hgot < sizeof x.rh)
     k = ::recv(x.rfd, reinterpret_cast<std::uint8_t*>(&x.rh) + x.hgot, sizeof x.rh - x.hgot, MSG_DONTWAIT);
@@ -184,10 +170,10 @@ bool Mesh::recv_some(const OpDesc& d, Xfer& x) {
                MSG_DONTWAIT);
   else
     k = ::recv(x.rfd, static_cast<std::uint8_t*>(x.rbuf) + x.got, x.rlen - x.got, MSG_DONTWAIT);
-  if (k == 0) peer_failed(d.text(), x.from, "closed the connection (exited, failed, or destroyed its communicator)");
+  if (k == 0) failures_.peer_failed(d.text(), x.from, "closed the connection (exited, failed, or destroyed its communicator)");
   if (k < 0) {
     if (!transient(errno))
-      peer_failed(d.text(), x.from, fmt::format("connection broke while receiving: {}", errno_text(errno)));
+      failures_.peer_failed(d.text(), x.from, fmt::format("connection broke while receiving: {}", errno_text(errno)));
     return false;
   }
   if (x.hgot < sizeof x.rh) {
@@ -210,80 +196,16 @@ bool Mesh::recv_some(const OpDesc& d, Xfer& x) {
   return true;
 }
 
-void Mesh::check_header(const OpDesc& d, const Xfer& x) const {
+void Channel::check_header(const OpDesc& d, const Xfer& x) const {
   const WireHeader& rh = x.rh;
   if (rh.magic != kWireMagic || rh.channel != kCollective)
-    throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("{}: corrupt stream from {}", d.text(), peer_text(x.from)));
+    throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("{}: corrupt stream from {}", d.text(), links_.text(x.from)));
   if (rh.seq != d.seq || rh.fp0 != d.fp0() || rh.fp1 != d.fp1() || rh.len != x.rlen)
     throw CollError(DTRAIN_ERR_MISMATCH,
                     fmt::format("mismatched collective calls at call #{} (every rank must make the same calls "
                                 "with the same count, dtype, op and root): rank {}: {} #{}; rank {}: {} #{}",
-                                d.seq, world(rank_), describe_fingerprint(d.fp0(), d.fp1()), d.seq, world(x.from),
+                                d.seq, links_.world(links_.rank()), describe_fingerprint(d.fp0(), d.fp1()), d.seq, links_.world(x.from),
                                 describe_fingerprint(rh.fp0, rh.fp1), rh.seq));
-}
-
-void Mesh::abort(dtrain_status_t status, const std::string& msg) noexcept {
-  if (aborted_) return;
-  aborted_ = true;
-  try {
-    const std::string v = fmt::format("{} rank {}: {}", static_cast<int>(status), world(rank_), msg);
-    store_->compare_set(prefix_ + "abort", {}, rdzv::as_bytes(v));
-  } catch (...) {
-  }
-  for (auto& p : pairs_)
-    if (p.fd >= 0) ::shutdown(p.fd, SHUT_RDWR);
-}
-
-void Mesh::peer_failed(const std::string& call, int peer, const std::string& what) {
-  // The peer may have recorded why it gave up: report that root cause with its status.
-  try {
-    const std::string key = prefix_ + "abort";
-    for (int i = 0; i < 20; ++i) {
-      std::string keys[1] = {key};
-      if (store_->check(keys)) {
-        std::string v = rdzv::to_string(store_->get(key, std::chrono::milliseconds(1000)));
-        int st = 0;
-        int used = 0;
-        std::sscanf(v.c_str(), "%d %n", &st, &used);
-        auto status = st > 0 ? static_cast<dtrain_status_t>(st) : DTRAIN_ERR_PEER;
-        throw CollError(status, fmt::format("{} on rank {}: {} failed: {}", call, world(rank_), peer_text(peer),
-                                            v.substr(std::min(static_cast<std::size_t>(used), v.size()))));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  } catch (const CollError&) {
-    throw;
-  } catch (...) {
-  }
-  throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: {} {}", call, world(rank_), peer_text(peer), what));
-}
-
-void Mesh::fail_timeout(const OpDesc& d, int to, int from) {
-  std::string waiting;
-  if (from >= 0) waiting = fmt::format("waiting for data from {}", peer_text(from));
-  if (to >= 0) waiting += fmt::format("{}waiting to send to {}", waiting.empty() ? "" : ", ", peer_text(to));
-  // Ask everyone where they are: ranks stuck in the same call time out too and report here.
-  std::string where;
-  try {
-    const std::string base = fmt::format("{}status/{}/", prefix_, d.seq);
-    store_->set(base + std::to_string(rank_), rdzv::as_bytes(fmt::format("in {} ({})", d.text(), waiting)));
-    const auto until = Clock::now() + std::min<std::chrono::milliseconds>(timeout_ / 4, std::chrono::seconds(2));
-    std::vector<std::string> keys;
-    for (int r = 0; r < size(); ++r) keys.push_back(base + std::to_string(r));
-    while (Clock::now() < until && !store_->check(keys)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (int r = 0; r < size(); ++r) {
-      if (r == rank_) continue;
-      std::string k[1] = {keys[static_cast<std::size_t>(r)]};
-      if (store_->check(k))
-        where += fmt::format("; rank {}: {}", world(r),
-                             rdzv::to_string(store_->get(k[0], std::chrono::milliseconds(1000))));
-      else
-        where += fmt::format("; rank {}: no report (never reached call #{}, or dead)", world(r), d.seq);
-    }
-  } catch (...) {
-  }
-  throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("{} timed out after {} on rank {}, {}{}", d.text(),
-                                                  seconds_text(d.timeout()), world(rank_), waiting, where));
 }
 
 }  // namespace dtrain::coll::tcp

@@ -1,5 +1,5 @@
-// The mesh's connection handshake (mesh_handshake.hpp): pure state machines over whole messages.
-#include "mesh_handshake.hpp"
+// The connection handshake (handshake.hpp): pure state machines over whole messages.
+#include "handshake.hpp"
 
 #include <cstring>
 #include <string_view>

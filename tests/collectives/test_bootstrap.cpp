@@ -1,4 +1,4 @@
-// The TCP mesh's setup (engine/tcp/mesh_setup.cpp) against strangers on real loopback sockets:
+// The TCP engine's setup (engine/tcp/bootstrap.cpp) against strangers on real loopback sockets:
 // while three ranks (threads, an in-memory store) set up a TCP communicator, a stranger connects to
 // rank 0's listening port and sends garbage, a greeting with a wrong secret (claiming rank 1's
 // place, before the real rank 1), nothing at all, or half a greeting and closes. Every time the
@@ -24,7 +24,7 @@
 #include "../common/stderr_capture.hpp"
 #include "dtrain/rendezvous/auth.hpp"
 #include "dtrain/rendezvous/store.hpp"
-#include "engine/tcp/mesh_handshake.hpp"
+#include "engine/tcp/handshake.hpp"
 #include "engine/engine.hpp"
 
 using namespace dtrain::coll;

@@ -1,10 +1,6 @@
-// TCP mesh: point-to-point. A message is a frame of the point-to-point channel on the pair's socket
-// (WireHeader: seq = the message's number between the pair, fp0/fp1 = its P2pDesc fingerprint, then
-// the payload). The receiver takes a frame an exchange parked in the peer's inbox first, else reads
-// the socket; it compares the header with its own description before it takes a byte of payload. A
-// send is done once the kernel has the whole frame, so one that fits the socket buffers (hundreds of
-// KiB on Linux) returns before the receiver arrives. Both directions of a sendrecv progress together
-// on non-blocking sockets, polling both when neither moves.
+// Point-to-point over a group's sockets (p2p.hpp).
+#include "p2p.hpp"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -14,20 +10,15 @@
 
 #include <fmt/format.h>
 
-#include "mesh.hpp"
 
 namespace dtrain::coll::tcp {
-namespace {
-bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
-}  // namespace
-
-void Mesh::p2p_begin(P2pXfer& x, const P2pMsg* out, const P2pMsg* in) {
-  x = P2pXfer{};
+void P2p::begin(Xfer& x, const P2pMsg* out, const P2pMsg* in) {
+  x = Xfer{};
   x.out = out;
   x.in = in;
   for (const P2pMsg* m : {out, in})
-    if (m != nullptr && pairs_[static_cast<std::size_t>(m->peer)].fd < 0)
-      throw CollError(DTRAIN_ERR_ABORTED, fmt::format("{}: the communicator's connections are closed", p2p_call(x)));
+    if (m != nullptr && links_.fd(m->peer) < 0)
+      throw CollError(DTRAIN_ERR_ABORTED, fmt::format("{}: the communicator's connections are closed", call_text(x)));
   if (out != nullptr) {
     x.sh = WireHeader{kWireMagic, kP2p, out->d.seq, out->d.fp0(), out->d.fp1(), out->d.bytes()};
     x.stotal = sizeof(WireHeader) + out->d.bytes();
@@ -37,7 +28,7 @@ void Mesh::p2p_begin(P2pXfer& x, const P2pMsg* out, const P2pMsg* in) {
     x.recv_done = false;
     auto& box = inbox_[static_cast<std::size_t>(in->peer)];
     if (!box.empty()) {  // parked by an exchange
-      check_p2p_header(x, box.front().h);
+      check_header(x, box.front().h);
       if (in->d.bytes()) std::memcpy(in->dst, box.front().payload.data(), in->d.bytes());
       box.pop_front();
       x.recv_done = true;
@@ -45,30 +36,30 @@ void Mesh::p2p_begin(P2pXfer& x, const P2pMsg* out, const P2pMsg* in) {
   }
 }
 
-bool Mesh::p2p_step(P2pXfer& x) {
-  const bool a = p2p_send_some(x);
-  return p2p_recv_some(x) || a;
+bool P2p::step(Xfer& x) {
+  const bool a = send_some(x);
+  return recv_some(x) || a;
 }
 
-void Mesh::sendrecv(const P2pMsg* out, const P2pMsg* in) {
-  P2pXfer x;
-  p2p_begin(x, out, in);
+void P2p::sendrecv(const P2pMsg* out, const P2pMsg* in) {
+  Xfer x;
+  begin(x, out, in);
   while (!x.finished())
-    if (!p2p_step(x) && !x.finished()) p2p_wait(x, 1000);
+    if (!step(x) && !x.finished()) wait(x, 1000);
 }
 
-void Mesh::p2p_wait(P2pXfer& x, int max_ms) {
+void P2p::wait(Xfer& x, int max_ms) {
   pollfd pfd[2];
   nfds_t n = 0;
-  if (!x.send_done) pfd[n++] = {pairs_[static_cast<std::size_t>(x.out->peer)].fd, POLLOUT, 0};
-  if (!x.recv_done) pfd[n++] = {pairs_[static_cast<std::size_t>(x.in->peer)].fd, POLLIN, 0};
+  if (!x.send_done) pfd[n++] = {links_.fd(x.out->peer), POLLOUT, 0};
+  if (!x.recv_done) pfd[n++] = {links_.fd(x.in->peer), POLLIN, 0};
   const auto deadline = std::min(x.send_done ? Clock::time_point::max() : x.out->d.deadline,
                                  x.recv_done ? Clock::time_point::max() : x.in->d.deadline);
-  if (Clock::now() >= deadline) p2p_timeout(x);
+  if (Clock::now() >= deadline) timed_out(x);
   ::poll(pfd, n, std::min(max_ms, ms_left(deadline)));
 }
 
-bool Mesh::p2p_send_some(P2pXfer& x) {
+bool P2p::send_some(Xfer& x) {
   if (x.send_done) return false;
   const std::size_t hdr = sizeof x.sh;
   iovec iov[2];
@@ -83,37 +74,37 @@ bool Mesh::p2p_send_some(P2pXfer& x) {
   msghdr mh{};
   mh.msg_iov = iov;
   mh.msg_iovlen = static_cast<std::size_t>(n);
-  const ssize_t k = ::sendmsg(pairs_[static_cast<std::size_t>(x.out->peer)].fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+  const ssize_t k = ::sendmsg(links_.fd(x.out->peer), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (k > 0) {
     x.sent += static_cast<std::size_t>(k);
     x.send_done = x.sent == x.stotal;
     return true;
   }
   if (k < 0 && !transient(errno))
-    peer_failed(p2p_call(x), x.out->peer,
+    failures_.peer_failed(call_text(x), x.out->peer,
                 fmt::format("connection broke before it took the message: {}", errno_text(errno)));
   return false;
 }
 
-bool Mesh::p2p_recv_some(P2pXfer& x) {
+bool P2p::recv_some(Xfer& x) {
   if (x.recv_done) return false;
-  const int fd = pairs_[static_cast<std::size_t>(x.in->peer)].fd;
+  const int fd = links_.fd(x.in->peer);
   const std::size_t hdr = sizeof x.rh, len = x.in->d.bytes();
   const ssize_t k = x.hgot < hdr
                         ? ::recv(fd, reinterpret_cast<std::uint8_t*>(&x.rh) + x.hgot, hdr - x.hgot, MSG_DONTWAIT)
                         : ::recv(fd, static_cast<std::uint8_t*>(x.in->dst) + x.got, len - x.got, MSG_DONTWAIT);
   if (k == 0)
-    peer_failed(p2p_call(x), x.in->peer,
+    failures_.peer_failed(call_text(x), x.in->peer,
                 "closed the connection before it sent the whole message (exited, failed, or destroyed its "
                 "communicator)");
   if (k < 0) {
     if (!transient(errno))
-      peer_failed(p2p_call(x), x.in->peer, fmt::format("connection broke while receiving: {}", errno_text(errno)));
+      failures_.peer_failed(call_text(x), x.in->peer, fmt::format("connection broke while receiving: {}", errno_text(errno)));
     return false;
   }
   if (x.hgot < hdr) {
     x.hgot += static_cast<std::size_t>(k);
-    if (x.hgot == hdr) check_p2p_header(x, x.rh);
+    if (x.hgot == hdr) check_header(x, x.rh);
   } else {
     x.got += static_cast<std::size_t>(k);
   }
@@ -121,62 +112,62 @@ bool Mesh::p2p_recv_some(P2pXfer& x) {
   return true;
 }
 
-coll::Engine::Peek Mesh::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
+Engine::Peek P2p::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
   const auto& box = inbox_[static_cast<std::size_t>(peer)];
   if (!box.empty()) {
     fp0 = box.front().h.fp0;
     fp1 = box.front().h.fp1;
-    return coll::Engine::kMessage;
+    return Engine::kMessage;
   }
-  const int fd = pairs_[static_cast<std::size_t>(peer)].fd;
+  const int fd = links_.fd(peer);
   if (fd < 0) throw CollError(DTRAIN_ERR_ABORTED, "recv from any rank: the communicator's connections are closed");
   WireHeader h{};
   const ssize_t k = ::recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-  if (k == 0 || (k < 0 && !transient(errno))) return coll::Engine::kGone;  // closed (or broken) with nothing left
-  if (k != static_cast<ssize_t>(sizeof h) || h.channel != kP2p) return coll::Engine::kNone;
+  if (k == 0 || (k < 0 && !transient(errno))) return Engine::kGone;  // closed (or broken) with nothing left
+  if (k != static_cast<ssize_t>(sizeof h) || h.channel != kP2p) return Engine::kNone;
   fp0 = h.fp0;
   fp1 = h.fp1;
-  return coll::Engine::kMessage;
+  return Engine::kMessage;
 }
 
-void Mesh::check_p2p_header(const P2pXfer& x, const WireHeader& h) const {
+void P2p::check_header(const Xfer& x, const WireHeader& h) const {
   const P2pDesc& d = x.in->d;
-  const int from = world(x.in->peer);
+  const int from = links_.world(x.in->peer);
   if (h.magic != kWireMagic)
-    throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("{}: corrupt stream from {}", p2p_call(x), peer_text(x.in->peer)));
+    throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("{}: corrupt stream from {}", call_text(x), links_.text(x.in->peer)));
   if (h.channel != kP2p)
     throw CollError(DTRAIN_ERR_MISMATCH,
                     fmt::format("mismatched calls: {} on rank {}, but the next data from rank {} belongs to its "
                                 "collective call {} #{}: rank {} entered a collective without sending this message "
                                 "first (a recv takes the sender's next message to this rank, in order)",
-                                p2p_call(x), world(rank_), from, describe_fingerprint(h.fp0, h.fp1), h.seq, from));
+                                call_text(x), links_.world(links_.rank()), from, describe_fingerprint(h.fp0, h.fp1), h.seq, from));
   if (h.seq != d.seq || h.fp0 != d.fp0() || h.fp1 != d.fp1() || h.len != d.bytes())
     throw CollError(DTRAIN_ERR_MISMATCH,
                     fmt::format("mismatched point-to-point calls: recv {} from rank {} on rank {} does not match "
                                 "rank {}'s send {} to rank {} (messages between two ranks are matched in order; "
                                 "tag, count and dtype must agree)",
-                                d.text(), from, world(rank_), from, describe_p2p(h.seq, h.fp0, h.fp1), world(rank_)));
+                                d.text(), from, links_.world(links_.rank()), from, describe_p2p(h.seq, h.fp0, h.fp1), links_.world(links_.rank())));
 }
 
-std::string Mesh::p2p_call(const P2pXfer& x) const {
+std::string P2p::call_text(const Xfer& x) const {
   std::string s;
-  if (x.out) s = fmt::format("send {} to rank {}", x.out->d.text(), world(x.out->peer));
-  if (x.in) s += fmt::format("{}recv {} from rank {}", s.empty() ? "" : " with ", x.in->d.text(), world(x.in->peer));
+  if (x.out) s = fmt::format("send {} to rank {}", x.out->d.text(), links_.world(x.out->peer));
+  if (x.in) s += fmt::format("{}recv {} from rank {}", s.empty() ? "" : " with ", x.in->d.text(), links_.world(x.in->peer));
   return s;
 }
 
-void Mesh::p2p_timeout(const P2pXfer& x) {
+void P2p::timed_out(const Xfer& x) {
   std::string waiting;
   if (!x.recv_done)
-    waiting = fmt::format("{} has not sent {}", peer_text(x.in->peer), x.hgot == 0 ? "it" : "all of it");
+    waiting = fmt::format("{} has not sent {}", links_.text(x.in->peer), x.hgot == 0 ? "it" : "all of it");
   if (!x.send_done)
     waiting += fmt::format("{}{} has not taken it ({} of {} bytes still to send)", waiting.empty() ? "" : "; ",
-                           peer_text(x.out->peer), x.stotal - x.sent, x.stotal);
+                           links_.text(x.out->peer), x.stotal - x.sent, x.stotal);
   throw CollError(DTRAIN_ERR_TIMEOUT,
                   fmt::format("{} timed out after {} on rank {}: {}; the connection is open, so the peer is alive "
                               "but busy elsewhere, or blocked itself (two ranks that both send a large message "
                               "to each other before receiving wait on each other: use dtrain_sendrecv)",
-                              p2p_call(x), seconds_text((!x.recv_done ? x.in : x.out)->d.timeout), world(rank_), waiting));
+                              call_text(x), seconds_text((!x.recv_done ? x.in : x.out)->d.timeout), links_.world(links_.rank()), waiting));
 }
 
 }  // namespace dtrain::coll::tcp

@@ -1,9 +1,6 @@
-// Communicator::with_hosts: a communicator bootstrapped through a caller's store (a framework's own,
-// dtrain_comm_init_config) with no launcher to say which ranks share a host. Every rank publishes its
-// host identity under "<prefix>host/<rank>" and reads every other's; ranks with equal identities
-// form a host (any numbers, not necessarily contiguous), named by its lowest rank. The engine then
-// follows from the hosts as for a split (engine/factory.cpp): shared memory within a host, TCP
-// across hosts, hierarchical when both.
+// Host discovery through a caller's store (hosts.hpp).
+#include "hosts.hpp"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -16,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "comm.hpp"
+#include "call.hpp"
 #include "dtrain/common/params.hpp"
 
 namespace dtrain::coll {
@@ -103,36 +100,31 @@ std::string default_advertise(bool all_local) {
   return host_name_address();
 }
 
-std::unique_ptr<Communicator> Communicator::with_hosts(CommConfig cfg, std::shared_ptr<rdzv::Store> store,
-                                                       const std::string& host) {
-  const int n = cfg.size;
-  if (n < 1 || cfg.rank < 0 || cfg.rank >= n)
-    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, fmt::format("rank {} is outside size {}", cfg.rank, n));
-  DTRAIN_CHECK(store != nullptr, "no store");
+Hosts discover_hosts(rdzv::Store& store, int rank, int n, const std::string& host, std::chrono::milliseconds timeout) {
   // Keys of this communicator: the n-th communicator a rank creates through this store.
-  const std::int64_t instance = store->add(fmt::format("coll/instance/{}", cfg.rank), 1);
-  Group g;
+  const std::int64_t instance = store.add(fmt::format("coll/instance/{}", rank), 1);
+  Hosts out;
+  Members& g = out.members;
   g.key_prefix = fmt::format("coll/{}/", instance);
-  store->set(fmt::format("{}host/{}", g.key_prefix, cfg.rank), rdzv::as_bytes(host));
+  store.set(fmt::format("{}host/{}", g.key_prefix, rank), rdzv::as_bytes(host));
   std::vector<std::string> ids(static_cast<std::size_t>(n));
-  const auto deadline = Clock::now() + cfg.timeout;
+  const auto deadline = Clock::now() + timeout;
   for (int r = 0; r < n; ++r) {
-    if (r == cfg.rank) {
+    if (r == rank) {
       ids[static_cast<std::size_t>(r)] = host;
       continue;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     try {
       ids[static_cast<std::size_t>(r)] = rdzv::to_string(
-          store->get(fmt::format("{}host/{}", g.key_prefix, r), std::max(left, std::chrono::milliseconds(1))));
+          store.get(fmt::format("{}host/{}", g.key_prefix, r), std::max(left, std::chrono::milliseconds(1))));
     } catch (const TimeoutError& e) {
       throw CollError(DTRAIN_ERR_TIMEOUT,
                       fmt::format("init: rank {} did not publish its host within {} (is it running, with size {} "
                                   "and this store?): {}",
-                                  r, seconds_text(cfg.timeout), n, e.what()));
+                                  r, seconds_text(timeout), n, e.what()));
     }
   }
-  int local_rank = 0, local_size = 0;
   for (int r = 0; r < n; ++r) {
     int first = r;  // the host's lowest rank names it
     for (int q = 0; q < r; ++q)
@@ -140,20 +132,17 @@ std::unique_ptr<Communicator> Communicator::with_hosts(CommConfig cfg, std::shar
         first = q;
         break;
       }
-    g.members.push_back(r);
+    g.world.push_back(r);
     g.host_of.push_back(first);
   }
-  g.rank = cfg.rank;
-  g.host = g.host_of[static_cast<std::size_t>(cfg.rank)];
+  g.rank = rank;
+  g.host = g.host_of[static_cast<std::size_t>(rank)];
   for (int r = 0; r < n; ++r)
     if (g.host_of[static_cast<std::size_t>(r)] == g.host) {
-      if (r < cfg.rank) ++local_rank;
-      ++local_size;
+      if (r < rank) ++out.local_rank;
+      ++out.local_size;
     }
-  cfg.local_rank = local_rank;
-  cfg.local_size = local_size;
-  if (cfg.advertise.empty()) cfg.advertise = default_advertise(local_size == n);
-  return std::unique_ptr<Communicator>(new Communicator(cfg, std::move(store), std::move(g)));
+  return out;
 }
 
 }  // namespace dtrain::coll

@@ -1,10 +1,10 @@
-// The TCP mesh's connection handshake (engine/tcp/mesh_handshake.hpp) as pure state machines:
+// The TCP mesh's connection handshake (engine/tcp/handshake.hpp) as pure state machines:
 // two holders of the secret prove it to each other; a wrong secret, a foreign greeting, a rank out of
 // turn, a replayed or reflected proof are refused with a reason.
 #include <doctest/doctest.h>
 
 #include "dtrain/rendezvous/auth.hpp"
-#include "engine/tcp/mesh_handshake.hpp"
+#include "engine/tcp/handshake.hpp"
 
 using namespace dtrain::coll::tcp::handshake;
 using dtrain::rdzv::Bytes;
