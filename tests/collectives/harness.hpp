@@ -1,24 +1,19 @@
 #pragma once
-// Ranks as threads over an in-memory store: each thread builds its own Communicator and runs `body`.
-// Errors are collected per rank and returned (doctest asserts stay on the main thread); status_of()
-// and no_errors() read them.
-#include <doctest/doctest.h>
-
+// Communicators as ranks on threads (ranks.hpp) over an in-memory store: each thread builds its own
+// Communicator of a World and runs `body`; status_of() reads what a call threw.
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "calls.hpp"
 #include "comm.hpp"
 #include "dtrain/rendezvous/store.hpp"
+#include "ranks.hpp"
 
 namespace dtrain::coll::test {
-
-// Every dtype of the C ABI.
-inline constexpr dtrain_dtype_t kAllDtypes[] = {DTRAIN_INT8,    DTRAIN_UINT8,    DTRAIN_INT32,   DTRAIN_INT64,
-                                                DTRAIN_FLOAT16, DTRAIN_BFLOAT16, DTRAIN_FLOAT32, DTRAIN_FLOAT64};
 
 struct World {
   int size = 1;
@@ -57,38 +52,20 @@ inline CommConfig config_for(const World& w, int r) {
 // Runs body(comm, rank) on w.size threads; returns each rank's exception text ("" when fine).
 inline std::vector<std::string> run_ranks(const World& w, const std::function<void(Communicator&, int)>& body) {
   auto store = rdzv::make_memory_store();
-  std::vector<std::string> errors(static_cast<std::size_t>(w.size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < w.size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        Communicator comm(config_for(w, r), store);
-        body(comm, r);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
+  return on_threads(w.size, [&](int r) {
+    Communicator comm(config_for(w, r), store);
+    body(comm, r);
+  });
 }
 
-// Runs f and returns the CollError status it threw (SUCCESS when none) and its text.
-template <class F>
-std::pair<dtrain_status_t, std::string> status_of(F&& f) {
-  try {
-    f();
-    return {DTRAIN_SUCCESS, ""};
-  } catch (const CollError& e) {
-    return {e.status(), e.what()};
-  }
-}
-
-// Checks that no rank of run_ranks() threw.
-inline void no_errors(const std::vector<std::string>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    CAPTURE(r);
-    CHECK(errors[r] == "");
-  }
+// As run_ranks, but each body owns its communicator (and may destroy it early: c.reset()).
+inline std::vector<std::string> run_owned_ranks(const World& w,
+                                                const std::function<void(std::unique_ptr<Communicator>&, int)>& body) {
+  auto store = rdzv::make_memory_store();
+  return on_threads(w.size, [&](int r) {
+    auto comm = std::make_unique<Communicator>(config_for(w, r), store);
+    body(comm, r);
+  });
 }
 
 // The worlds of n ranks on each multi-rank engine: shared memory, TCP and, for an even n of 4 or
@@ -114,8 +91,11 @@ using namespace dtrain::coll;
 using dtrain::coll::test::kAllDtypes;
 using dtrain::coll::test::engine_worlds;
 using dtrain::coll::test::no_errors;
+using dtrain::coll::test::on_threads;
+using dtrain::coll::test::run_owned_ranks;
 using dtrain::coll::test::run_ranks;
 using dtrain::coll::test::status_of;
+using dtrain::coll::test::wait_until;
 using dtrain::coll::test::World;
 using dtrain::coll::test::world_of;
 using namespace std::chrono_literals;

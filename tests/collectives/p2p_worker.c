@@ -9,9 +9,12 @@
  *   split     dtrain_comm_split: colors, keys, DTRAIN_UNDEFINED, a split of a split, collectives on
  *             each
  *   mismatch  rank 1 receives rank 0's message with another count: both must fail, naming both
- *   die       rank 1 sends 64 MiB to rank 0 and is SIGKILLed halfway; rank 0 must fail naming it
- *   timeout   rank 0 receives from rank 1, which never sends: DTRAIN_ERR_TIMEOUT naming rank 1
- *   eager     rank 0's 64 KiB send returns before rank 1 (asleep for 1 s) receives
+ *   die       rank 1 sends 64 MiB to rank 0 and is SIGKILLed once its send blocks halfway (rank 0 not
+ *             receiving yet); rank 0, once rank 1's process is gone, receives and must fail naming it
+ *   timeout   rank 0 receives from rank 1, which never sends, with a 1 s deadline: DTRAIN_ERR_TIMEOUT
+ *             naming rank 1 (rank 1 waits in a receive from rank 0 until rank 0's failure ends it)
+ *   eager     rank 0's 64 KiB send returns before rank 1 receives: rank 1 receives only once rank 0
+ *             has created the file $P2P_SYNC_DIR/sent after its send returned
  * Prints "rank R MODE ok" and exits 0, or says what differed and exits 1. */
 #define _GNU_SOURCE
 #include <dtrain/collectives.h>
@@ -240,25 +243,59 @@ static int mode_mismatch(dtrain_comm_t c, int r) {
   return 0;
 }
 
-static void* kill_later(void* arg) {
+/* The state letter of a thread of this process in /proc (R, S, D, ...), '?' when unreadable. */
+static char thread_state(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return '?';
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* close = strrchr(buf, ')'); /* the state follows the command name in parentheses */
+  return close != NULL && close[1] == ' ' ? close[2] : '?';
+}
+
+/* Whether process pid is gone: no such process, or a zombie waiting for its parent. */
+static int process_gone(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* close = strrchr(buf, ')');
+  return close == NULL || close[2] == 'Z' || close[2] == 'X';
+}
+
+static pid_t g_sender_tid;
+
+/* SIGKILLs this process once the sending thread sleeps in its send (the ring or the socket full). */
+static void* kill_when_blocked(void* arg) {
   (void)arg;
-  usleep(300000);
-  raise(SIGKILL);
+  for (int i = 0; i < 60000; ++i) { /* at most a minute of 1 ms polls */
+    if (thread_state(g_sender_tid) == 'S') raise(SIGKILL);
+    usleep(1000);
+  }
   return NULL;
 }
 
 static int mode_die(dtrain_comm_t c, int r) {
   const size_t count = 64u << 20;
+  int64_t mine = (int64_t)getpid(), pids[64] = {0};
+  CALL(dtrain_allgather(c, &mine, pids, 1, DTRAIN_INT64, NULL), "allgather of the pids");
   unsigned char* buf = calloc(count, 1);
   if (r == 1) {
+    g_sender_tid = (pid_t)gettid();
     pthread_t t;
-    pthread_create(&t, NULL, kill_later, NULL);
+    pthread_create(&t, NULL, kill_when_blocked, NULL);
     dtrain_send(c, buf, count, DTRAIN_UINT8, 0, 0, NULL); /* blocks: rank 0 is not receiving yet */
     fprintf(stderr, "rank 1: the send finished before the kill\n");
     return 1;
   }
   if (r != 0) return 0;
-  usleep(800000);
+  for (int i = 0; i < 60000 && !process_gone((pid_t)pids[1]); ++i) usleep(1000);
   const double t0 = now_s();
   dtrain_status_t st = dtrain_recv(c, buf, count, DTRAIN_UINT8, 1, 0, NULL);
   fprintf(stderr, "rank 0: %s after %.1f s: %s\n", dtrain_status_string(st), now_s() - t0, dtrain_last_error());
@@ -270,28 +307,35 @@ static int mode_die(dtrain_comm_t c, int r) {
 
 static int mode_timeout(dtrain_comm_t c, int r) {
   double x[4];
-  if (r == 1) {
-    sleep(4); /* alive, never sends */
+  if (r == 1) { /* alive, never sends: waits for rank 0, whose failure ends this receive */
+    dtrain_recv(c, x, 4, DTRAIN_FLOAT64, 0, 7, NULL);
     return 0;
   }
   if (r != 0) return 0;
+  CALL(dtrain_comm_set_timeout(c, 1), "set_timeout");
   dtrain_status_t st = dtrain_recv(c, x, 4, DTRAIN_FLOAT64, 1, 2, NULL);
   fprintf(stderr, "rank 0: %s: %s\n", dtrain_status_string(st), dtrain_last_error());
   EXPECT(st == DTRAIN_ERR_TIMEOUT, "want a timeout");
-  EXPECT(strstr(dtrain_last_error(), "from rank 1 timed out"), "rank 1 named");
+  EXPECT(strstr(dtrain_last_error(), "from rank 1 timed out after 1 s"), "rank 1 named");
   return 0;
 }
 
 static int mode_eager(dtrain_comm_t c, int r) {
   static unsigned char buf[64 << 10];
+  const char* dir = getenv("P2P_SYNC_DIR");
+  EXPECT(dir != NULL, "P2P_SYNC_DIR is not set");
+  char sent[4096];
+  snprintf(sent, sizeof sent, "%s/sent", dir);
   if (r == 0) {
-    const double t0 = now_s();
     CALL(dtrain_send(c, buf, sizeof buf, DTRAIN_UINT8, 1, 0, NULL), "eager send");
-    const double took = now_s() - t0;
-    fprintf(stderr, "rank 0: the 64 KiB send returned after %.3f s\n", took);
-    EXPECT(took < 0.5, "the send waited for the receiver");
+    FILE* f = fopen(sent, "w");
+    EXPECT(f != NULL, "cannot create the sync file");
+    fclose(f);
   } else if (r == 1) {
-    sleep(1);
+    /* Up to a minute: a send that waited for this receive never returns, and the file never comes. */
+    int i = 0;
+    for (; i < 60000 && access(sent, F_OK) != 0; ++i) usleep(1000);
+    EXPECT(i < 60000, "rank 0's send did not return before its receiver arrived");
     CALL(dtrain_recv(c, buf, sizeof buf, DTRAIN_UINT8, 0, 0, NULL), "eager recv");
   }
   return 0;

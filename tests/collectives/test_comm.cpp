@@ -3,9 +3,11 @@
 // produce the same bytes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <utility>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -60,6 +62,18 @@ double input(int rank, std::size_t i, dtrain_dtype_t t, dtrain_op_t op) {
   return t == DTRAIN_UINT8 ? k : k - 4;
 }
 
+// `count` elements of rank's input into buf (as put() would, one by one): inputs repeat every 36
+// elements, so the first period is put and then copied.
+void fill(std::uint8_t* buf, std::size_t count, dtrain_dtype_t t, int rank, dtrain_op_t op) {
+  const std::size_t esz = dtype_size(t), period = std::min<std::size_t>(count, 36);
+  for (std::size_t i = 0; i < period; ++i) put(buf, i, t, input(rank, i, t, op));
+  for (std::size_t done = period; done < count;) {
+    const std::size_t n = std::min(done, count - done);
+    std::memcpy(buf + done * esz, buf, n * esz);
+    done += n;
+  }
+}
+
 double reference(int n, std::size_t i, dtrain_dtype_t t, dtrain_op_t op) {
   double acc = input(0, i, t, op);
   for (int r = 1; r < n; ++r) {
@@ -90,9 +104,17 @@ double tolerance(dtrain_dtype_t t, double ref) {
   }
 }
 
+// FNV-1a over 8-byte words (and the tail's bytes): ranks compare their results' bits.
 std::uint64_t fnv(const void* p, std::size_t n) {
   std::uint64_t h = 1469598103934665603ull;
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<const std::uint8_t*>(p)[i]) * 1099511628211ull;
+  const auto* b = static_cast<const std::uint8_t*>(p);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
   return h;
 }
 
@@ -112,6 +134,8 @@ struct Results {
   }
 };
 
+constexpr std::size_t kScatterBlocks[] = {0, 1, 5, 1000};
+
 std::vector<std::size_t> counts_for(dtrain_dtype_t t, dtrain_op_t op) {
   std::vector<std::size_t> c = {0, 1, 3, 4, 1000, 12345};
   if ((t == DTRAIN_FLOAT32 && op == DTRAIN_SUM) || (t == DTRAIN_BFLOAT16 && op == DTRAIN_AVG) ||
@@ -122,24 +146,41 @@ std::vector<std::size_t> counts_for(dtrain_dtype_t t, dtrain_op_t op) {
   return c;
 }
 
-void matrix(Communicator& comm, int r, Results& res) {
+// reference() of every element the matrix checks, per (dtype, op), computed once per world size
+// instead of by every rank.
+using References = std::map<std::pair<int, int>, std::vector<double>>;
+References references_for(int n) {
+  References refs;
+  for (auto t : kAllDtypes)
+    for (auto op : kOps) {
+      std::size_t most = kScatterBlocks[3] * static_cast<std::size_t>(n);
+      for (std::size_t c : counts_for(t, op)) most = std::max(most, c);
+      auto& v = refs[{t, op}];
+      v.resize(most);
+      for (std::size_t i = 0; i < most; ++i) v[i] = reference(n, i, t, op);
+    }
+  return refs;
+}
+
+void matrix(Communicator& comm, int r, const References& refs, Results& res) {
   const int n = comm.size();
   std::vector<std::uint8_t> send, recv;
   int call = 0;
   for (auto t : kAllDtypes) {
     const std::size_t esz = dtype_size(t);
     for (auto op : kOps) {
+      const std::vector<double>& ref = refs.at({t, op});
       for (std::size_t count : counts_for(t, op)) {
         const bool in_place = (++call % 2) == 0;
         send.assign(count * esz + 8, 0);
         recv.assign(count * esz + 8, 0xEE);
-        for (std::size_t i = 0; i < count; ++i) put(send.data(), i, t, input(r, i, t, op));
+        fill(send.data(), count, t, r, op);
         void* out = in_place ? send.data() : recv.data();
         comm.allreduce(send.data(), out, count, t, op);
         std::string name = fmt::format("allreduce {} {} count {}{}", dtype_name(t), op_name(op), count,
                                        in_place ? " in place" : "");
         for (std::size_t i = 0; i < count; ++i) {
-          double want = reference(n, i, t, op), got = get(out, i, t);
+          double want = ref[i], got = get(out, i, t);
           if (std::fabs(want - got) > tolerance(t, want)) {
             res.bad(fmt::format("rank {} of {}: {}: [{}] = {} want {}", r, n, name, i, got, want));
             break;
@@ -149,15 +190,15 @@ void matrix(Communicator& comm, int r, Results& res) {
         res.hash(name, n, r, fnv(out, count * esz));
       }
       // reduce_scatter: rank r's block of a size*m buffer.
-      for (std::size_t m : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{1000}}) {
+      for (std::size_t m : kScatterBlocks) {
         const std::size_t total = m * static_cast<std::size_t>(n);
         send.assign(total * esz, 0);
         recv.assign(m * esz, 0);
-        for (std::size_t i = 0; i < total; ++i) put(send.data(), i, t, input(r, i, t, op));
+        fill(send.data(), total, t, r, op);
         comm.reduce_scatter(send.data(), recv.data(), m, t, op);
         for (std::size_t i = 0; i < m; ++i) {
           const std::size_t gi = static_cast<std::size_t>(r) * m + i;
-          double want = reference(n, gi, t, op), got = get(recv.data(), i, t);
+          double want = ref[gi], got = get(recv.data(), i, t);
           if (std::fabs(want - got) > tolerance(t, want)) {
             res.bad(fmt::format("rank {} of {}: reduce_scatter {} {} m {}: [{}] = {} want {}", r, n, dtype_name(t),
                                 op_name(op), m, i, got, want));
@@ -170,33 +211,30 @@ void matrix(Communicator& comm, int r, Results& res) {
     for (int root : {0, n - 1}) {
       for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{1000}, std::size_t{300001}}) {
         recv.assign(count * esz, 0);
-        if (r == root)
-          for (std::size_t i = 0; i < count; ++i) put(recv.data(), i, t, input(root, i, t, DTRAIN_SUM));
+        send.assign(count * esz, 0);
+        fill(send.data(), count, t, root, DTRAIN_SUM);  // what every rank must get
+        if (r == root) recv = send;
         comm.broadcast(recv.data(), recv.data(), count, t, root);
-        for (std::size_t i = 0; i < count; ++i)
-          if (get(recv.data(), i, t) != input(root, i, t, DTRAIN_SUM)) {
-            res.bad(fmt::format("rank {} of {}: broadcast {} root {} count {}: [{}] wrong", r, n, dtype_name(t), root,
-                                count, i));
-            break;
-          }
+        if (recv != send)
+          res.bad(fmt::format("rank {} of {}: broadcast {} root {} count {}: wrong", r, n, dtype_name(t), root, count));
       }
     }
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{1000}, std::size_t{70001}}) {
       send.assign(count * esz, 0);
       recv.assign(count * esz * static_cast<std::size_t>(n), 0);
-      for (std::size_t i = 0; i < count; ++i) put(send.data(), i, t, input(r, i, t, DTRAIN_SUM));
+      fill(send.data(), count, t, r, DTRAIN_SUM);
       const bool in_place = count == 1000;
       if (in_place) std::memcpy(recv.data() + static_cast<std::size_t>(r) * count * esz, send.data(), count * esz);
       comm.allgather(in_place ? recv.data() + static_cast<std::size_t>(r) * count * esz : send.data(), recv.data(),
                      count, t);
-      for (int j = 0; j < n; ++j)
-        for (std::size_t i = 0; i < count; ++i)
-          if (get(recv.data(), static_cast<std::size_t>(j) * count + i, t) != input(j, i, t, DTRAIN_SUM)) {
-            res.bad(fmt::format("rank {} of {}: allgather {} count {}: block {} [{}] wrong", r, n, dtype_name(t),
-                                count, j, i));
-            j = n;
-            break;
-          }
+      std::vector<std::uint8_t> block(count * esz);
+      for (int j = 0; j < n; ++j) {
+        fill(block.data(), count, t, j, DTRAIN_SUM);
+        if (count != 0 && std::memcmp(recv.data() + static_cast<std::size_t>(j) * count * esz, block.data(), count * esz) != 0) {
+          res.bad(fmt::format("rank {} of {}: allgather {} count {}: block {} wrong", r, n, dtype_name(t), count, j));
+          break;
+        }
+      }
     }
   }
   comm.barrier();
@@ -204,7 +242,8 @@ void matrix(Communicator& comm, int r, Results& res) {
 
 void run_matrix(const World& w) {
   Results res;
-  auto errors = run_ranks(w, [&](Communicator& c, int r) { matrix(c, r, res); });
+  const References refs = references_for(w.size);
+  auto errors = run_ranks(w, [&](Communicator& c, int r) { matrix(c, r, refs, res); });
   for (int r = 0; r < w.size; ++r) CHECK_MESSAGE(errors[static_cast<std::size_t>(r)].empty(), "rank ", r, ": ",
                                                  errors[static_cast<std::size_t>(r)]);
   for (auto& s : res.wrong) FAIL_CHECK(s);

@@ -1,4 +1,4 @@
-// reduce, gather, scatter, alltoall and alltoallv (comm_exchange.cpp) with ranks as threads on every
+// reduce, gather, scatter, alltoall and alltoallv (exchange.cpp) with ranks as threads on every
 // CPU engine (self, shm, tcp, hierarchical through two hosts of ranks): results against the known
 // values, the in-place forms, mismatched calls (op, root, uneven splits that disagree) reported as
 // DTRAIN_ERR_MISMATCH naming both ranks, and a peer that left reported, not hung on.

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -24,8 +26,10 @@
 #include <vector>
 
 #include "../cli/run_binary.hpp"
-#include "launch_env.hpp"
 #include "dtrain/common/net.hpp"
+#include "dtrain/common/progress_page.hpp"
+#include "launch_env.hpp"
+#include "ranks.hpp"
 #include "dtrain/rendezvous/node_session.hpp"
 
 extern char** environ;
@@ -33,6 +37,7 @@ extern char** environ;
 namespace {
 
 using dtrain::coll::test::env_for;
+using dtrain::coll::test::wait_until;
 using dtrain::test::TempDir;
 
 std::string job(const std::string& run_id, int ranks, const std::vector<std::string>& args) {
@@ -57,12 +62,29 @@ std::size_t shm_entries(const std::string& needle) { return shm_names_with(needl
 
 // Waits up to timeout_s for no /dev/shm entry to contain `needle`; returns how many are left.
 std::size_t shm_left(const std::string& needle, double timeout_s) {
-  std::size_t left = shm_entries(needle);
-  for (int i = 0; i < static_cast<int>(timeout_s * 10) && left != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    left = shm_entries(needle);
+  wait_until([&] { return shm_entries(needle) == 0; }, std::chrono::milliseconds(static_cast<int>(timeout_s * 1000)));
+  return shm_entries(needle);
+}
+
+// The calls each of `ranks` ranks has made so far, from the progress pages in the run folder (-1
+// for a rank whose page is not written yet).
+std::vector<long> calls_made(const std::filesystem::path& run_folder, int ranks) {
+  std::vector<long> out;
+  for (int r = 0; r < ranks; ++r) {
+    long calls = -1;
+    const int fd = ::open((run_folder / ("progress-" + std::to_string(r))).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      void* m = ::mmap(nullptr, dtrain::progress::kPageBytes, PROT_READ, MAP_SHARED, fd, 0);
+      ::close(fd);
+      if (m != MAP_FAILED) {
+        const auto snap = dtrain::progress::read(*static_cast<const dtrain::progress::Page*>(m));
+        if (snap.valid) calls = static_cast<long>(snap.calls);
+        ::munmap(m, dtrain::progress::kPageBytes);
+      }
+    }
+    out.push_back(calls);
   }
-  return left;
+  return out;
 }
 
 // A job whose ranks run `sh -c script` (no double quotes in it); W in its env is the C worker.
@@ -73,9 +95,11 @@ std::string sh_job(const std::string& run_id, int ranks, const std::string& scri
          "\" } }\n";
 }
 
-// Starts `dtrain launch spec` with its output to /dev/null; returns its pid.
-pid_t spawn_launch(const std::string& spec) {
-  std::vector<std::string> args = {DTRAIN_BIN, "launch", spec};
+// Starts `dtrain launch [flags] spec` with its output to /dev/null; returns its pid.
+pid_t spawn_launch(const std::string& spec, const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args = {DTRAIN_BIN, "launch"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.push_back(spec);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -211,9 +235,15 @@ TEST_SUITE("collectives::launch") {
     TempDir dir;
     const std::string id = run_id("residue");
     auto spec = dir.write("job.json", job(id, 4, {"--count", "200000", "--iters", "1000000"}));
-    pid_t pid = spawn_launch(spec);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // workers are deep in allreduces
+    pid_t pid = spawn_launch(spec, {"--log-dir", (dir.path / "logs").string()});
+    // The workers are deep in their collectives: each has made 20 calls (its progress page says so).
+    const bool busy = wait_until([&] {
+      for (long c : calls_made(dir.path / "logs" / id, 4))
+        if (c < 20) return false;
+      return true;
+    }, std::chrono::seconds(60));
     ::kill(pid, SIGKILL);
+    CHECK(busy);
     int st = 0;
     ::waitpid(pid, &st, 0);
     // The guardian kills the workers with SIGKILL; the segment was unlinked right after setup.
@@ -223,15 +253,16 @@ TEST_SUITE("collectives::launch") {
   TEST_CASE("a rank that fails during setup leaves no segment: the agent sweeps it; segments are 0600") {
     TempDir dir;
     const std::string id = run_id("sweep");
-    // Rank 0 creates the segment and waits for rank 3 to map it, which exits instead; the agent
-    // then stops ranks 0-2 with SIGTERM, which leaves the segment's name in /dev/shm.
-    auto spec = dir.write("job.json", sh_job(id, 4, "if [ $RANK = 3 ]; then sleep 3; exit 3; fi; exec $W --iters 2"));
+    // Rank 0 creates the segment and waits for rank 3 to map it, which exits instead once the test
+    // has looked at the segment (the file `go`); the agent then stops ranks 0-2 with SIGTERM, which
+    // leaves the segment's name in /dev/shm.
+    const std::string go = (dir.path / "go").string();
+    auto spec = dir.write("job.json", sh_job(id, 4, "if [ $RANK = 3 ]; then while [ ! -e " + go +
+                                                        " ]; do sleep 0.01; done; exit 3; fi; exec $W --iters 2"));
     pid_t pid = spawn_launch(spec);
     std::vector<std::string> seen;
-    for (int i = 0; i < 600 && seen.empty(); ++i) {
-      seen = shm_names_with("-" + id + "-g0-");
-      if (seen.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    wait_until([&] { return !(seen = shm_names_with("-" + id + "-g0-")).empty(); }, std::chrono::seconds(60));
+    dir.write("go", "");
     REQUIRE(seen.size() == 1);
     struct stat st {};
     REQUIRE(::stat(("/dev/shm/" + seen[0]).c_str(), &st) == 0);
@@ -248,13 +279,11 @@ TEST_SUITE("collectives::launch") {
   TEST_CASE("the whole agent SIGKILLed while a segment waits for its ranks: the guardian sweeps it") {
     TempDir dir;
     const std::string id = run_id("guard");
+    // Rank 2 never attaches: it hangs (no synchronisation: the guardian kills it with the others).
     auto spec = dir.write("job.json", sh_job(id, 3, "if [ $RANK = 2 ]; then sleep 60; fi; exec $W --iters 2"));
     pid_t pid = spawn_launch(spec);
     std::size_t seen = 0;
-    for (int i = 0; i < 300 && seen == 0; ++i) {
-      seen = shm_entries("-" + id + "-g0-");
-      if (seen == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    wait_until([&] { return (seen = shm_entries("-" + id + "-g0-")) != 0; }, std::chrono::seconds(60));
     CHECK(seen == 1);
     ::kill(pid, SIGKILL);
     int st = 0;

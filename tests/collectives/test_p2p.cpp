@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -104,8 +103,8 @@ TEST_SUITE("collectives::p2p") {
           }
           ++sent_early;
         } else {
-          const auto until = std::chrono::steady_clock::now() + 20s;
-          while (sent_early.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+          if (!wait_until([&] { return sent_early.load() == 2; }, 20s))
+            throw std::runtime_error("the even ranks' sends did not return before their receivers came");
           for (int k = 1; k <= 4; ++k) {
             std::vector<std::uint8_t> in(msgs[k - 1].size());
             P2pArgs a = recv_args(in.data(), in.size(), DTRAIN_UINT8, partner, k);

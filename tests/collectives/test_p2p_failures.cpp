@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 
 #include "harness.hpp"
 
@@ -101,8 +100,9 @@ TEST_SUITE("collectives::p2p_failures") {
           P2pArgs a{nullptr, x, 8, DTRAIN_FLOAT64, 1, 3, false};
           got = status_of([&] { c.sendrecv(nullptr, &a); });
           done = true;
+          done.notify_all();
         } else {
-          while (!done) std::this_thread::sleep_for(5ms);  // alive, never sends
+          done.wait(false);  // alive, never sends
         }
       });
       const auto took = std::chrono::steady_clock::now() - t0;
@@ -119,13 +119,16 @@ TEST_SUITE("collectives::p2p_failures") {
     for (const World& base : worlds(2, 20s)) {
       CAPTURE(base.transport);
       std::pair<dtrain_status_t, std::string> got;
+      std::atomic<bool> receiving{false};
       auto errors = run_ranks(base, [&](Communicator& c, int r) {
         std::vector<double> x(1 << 20);
         if (r == 0) {
           P2pArgs a{nullptr, x.data(), x.size(), DTRAIN_FLOAT64, 1, 0, false};
+          receiving = true;
+          receiving.notify_all();
           got = status_of([&] { c.sendrecv(nullptr, &a); });
         } else {
-          std::this_thread::sleep_for(100ms);  // then leaves without sending
+          receiving.wait(false);  // then leaves without sending, as rank 0 receives
         }
       });
       INFO(got.second);

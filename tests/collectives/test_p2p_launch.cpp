@@ -40,11 +40,14 @@ int count_of(const std::string& s, const std::string& what) {
 }
 
 // One node.
+// The workers find a folder of their own in P2P_SYNC_DIR.
 dtrain::test::Result launch(const std::string& transport, int ranks, const std::string& mode,
-                            const std::string& parallel = "", const std::string& timeout_s = "60") {
+                            const std::string& parallel = "") {
   TempDir dir;
   auto spec = dir.write("job.json", job(run_id(mode + transport), ranks, mode, parallel));
-  return dtrain::test::run({DTRAIN_BIN, "launch", "--grace", "20", spec}, env_for(transport, timeout_s), 180);
+  auto env = env_for(transport);
+  env["P2P_SYNC_DIR"] = dir.path.string();
+  return dtrain::test::run({DTRAIN_BIN, "launch", "--grace", "20", spec}, env, 180);
 }
 
 // Two agents on loopback, `per_node` ranks each.
@@ -168,10 +171,10 @@ TEST_SUITE("collectives::p2p_launch") {
       CHECK(count_of(d.out, " die ok") == 1);
       CHECK(took < std::chrono::seconds(19));  // well before the SIGKILL at the end of the grace
 
-      auto t = launch(transport, 2, "timeout", "", "3");
+      auto t = launch(transport, 2, "timeout");
       INFO(t.out, t.err);
       CHECK(t.status == 0);
-      CHECK(t.err.find("rank 0: timeout: recv #1 (tag 2, count 4, float64) from rank 1 timed out after 3 s") !=
+      CHECK(t.err.find("rank 0: timeout: recv #1 (tag 2, count 4, float64) from rank 1 timed out after 1 s") !=
             std::string::npos);
     }
   }

@@ -1,4 +1,4 @@
-// Communicator::recv_any (comm_recv_any.cpp) with ranks as threads on shm, tcp and hierarchical: a
+// Communicator::recv_any (recv_any.cpp) with ranks as threads on shm, tcp and hierarchical: a
 // receiver takes every other rank's message in whatever order they arrive and learns the source;
 // only messages with its tag are taken (another tag's waits for its own receive); a message to
 // itself counts; count mismatches are reported; nothing arriving is a timeout, not a hang.
@@ -8,7 +8,6 @@
 #include <chrono>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -35,11 +34,13 @@ TEST_SUITE("collectives::recv_any") {
       CAPTURE(w.transport);
       CAPTURE(w.local_size);
       std::vector<std::string> wrong(4);
+      std::atomic<bool> took9{false};
       auto errors = run_ranks(w, [&](Communicator& c, int r) {
         std::string& bad = wrong[static_cast<std::size_t>(r)];
         if (r != 0) {
-          // Rank 3 sends last, after a pause; ranks 1 and 2 first send a message of tag 9.
-          if (r == 3) std::this_thread::sleep_for(100ms);
+          // Rank 3 sends last, once rank 0 has taken both messages of tag 9 that ranks 1 and 2 send
+          // first (and polls for tag 5).
+          if (r == 3) took9.wait(false);
           if (r != 3) {
             std::vector<int> other(3, -r);
             const P2pArgs o = send_to(0, 9, other);
@@ -59,6 +60,8 @@ TEST_SUITE("collectives::recv_any") {
           seen9.insert(src);
         }
         if (seen9 != std::set<int>{1, 2}) bad = "tag 9 sources";
+        took9 = true;
+        took9.notify_all();
         std::set<int> seen;
         for (int k = 0; k < 3; ++k) {
           std::vector<int> buf(1000, -1);
@@ -104,8 +107,9 @@ TEST_SUITE("collectives::recv_any") {
           got[0] = status_of([&] { c.recv_any(v.data(), 10, DTRAIN_INT32, 3); });
           if (std::chrono::steady_clock::now() - t0 > 20s) got[0].second += " (took too long)";
           done = true;
+          done.notify_all();
         }
-        while (!done) std::this_thread::sleep_for(10ms);  // rank 1 stays, silent
+        done.wait(false);  // rank 1 stays, silent
       });
       CHECK_MESSAGE(got[0].first == DTRAIN_ERR_TIMEOUT, got[0].second);
       CHECK_MESSAGE(got[0].second.find("recv_any (tag 3") != std::string::npos, got[0].second);

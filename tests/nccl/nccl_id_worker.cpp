@@ -3,11 +3,12 @@
 // exchange (rank 0: real ncclGetUniqueId + publish; others: wait), then records the 128 bytes it
 // holds in OUT/gen<G>-rank<R>.hex. Needs no GPU.
 //
-//   nccl_id_worker OUT [--fail-rank R --fail-generation G] [--root-delay-ms N] [--init]
+//   nccl_id_worker OUT [--fail-rank R --fail-generation G] [--root-last] [--init]
 //
 // --fail-rank/--fail-generation: that rank exits 3 after every rank recorded its id (a restart).
-// --root-delay-ms: in generations >= 1 rank 0 waits before publishing, so the other ranks are
-//                  already waiting for the key (a stale id from generation 0 would show here).
+// --root-last:     in generations >= 1 rank 0 publishes only once every other rank has said (in the
+//                  store, "waiting/<rank>") that it is about to wait for the key (a stale id from
+//                  generation 0 would show here).
 // --init:          after the exchange, build the whole NCCL communicator (device selection,
 //                  ncclCommInitRankConfig); prints the error and exits 1 when that fails.
 #include <chrono>
@@ -15,7 +16,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/client.hpp"
@@ -37,18 +37,19 @@ int main(int argc, char** argv) {
   using namespace dtrain;
   using namespace dtrain::coll::nccl;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: nccl_id_worker OUT [--fail-rank R --fail-generation G] [--root-delay-ms N] [--init]\n");
+    std::fprintf(stderr, "usage: nccl_id_worker OUT [--fail-rank R --fail-generation G] [--root-last] [--init]\n");
     return 2;
   }
   std::string out = argv[1];
-  int fail_rank = -1, fail_generation = -1, root_delay_ms = 0;
+  int fail_rank = -1, fail_generation = -1;
+  bool root_last = false;
   bool init = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : -1; };
     if (a == "--fail-rank") fail_rank = next();
     else if (a == "--fail-generation") fail_generation = next();
-    else if (a == "--root-delay-ms") root_delay_ms = next();
+    else if (a == "--root-last") root_last = true;
     else if (a == "--init") init = true;
   }
   try {
@@ -79,8 +80,11 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    if (rank == 0 && generation >= 1 && root_delay_ms > 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(root_delay_ms));
+    if (root_last && generation >= 1) {
+      if (rank != 0) store->set(fmt::format("waiting/{}", rank), rdzv::as_bytes("1"));
+      else
+        for (int r = 1; r < size; ++r) store->get(fmt::format("waiting/{}", r), timeout);
+    }
     rdzv::Bytes id = exchange_unique_id(*store, rank, 0, Clock::now() + timeout, new_unique_id);
     std::string text = hex(id);
     {

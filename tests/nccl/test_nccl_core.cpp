@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <future>
 #include <string>
-#include <thread>
+#include <latch>
 #include <vector>
 
 #include "nccl_core.hpp"
@@ -67,10 +67,12 @@ TEST_SUITE("nccl::core") {
     auto store = rdzv::make_memory_store();
     constexpr int n = 4;
     std::vector<std::future<rdzv::Bytes>> ranks;
-    // Non-root ranks start first, so they really wait for the key.
+    // Non-root ranks start first (the root waits for all of them to say so), so they wait for the key.
+    std::latch started(n - 1);
     for (int r = n - 1; r >= 0; --r)
-      ranks.push_back(std::async(std::launch::async, [&store, r] {
-        if (r == 0) std::this_thread::sleep_for(milliseconds(50));
+      ranks.push_back(std::async(std::launch::async, [&store, &started, r] {
+        if (r == 0) started.wait();
+        else started.count_down();
         return exchange_unique_id(*store, r, 0, in(milliseconds(20000)), new_unique_id);
       }));
     std::vector<rdzv::Bytes> ids;

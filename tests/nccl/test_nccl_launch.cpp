@@ -91,8 +91,8 @@ TEST_SUITE("nccl::launch") {
     if (!launcher_available()) return;
     TempDir dir;
     // Rank 1 exits 3 in generation 0 once all ids are recorded; in generation 1 rank 0 publishes
-    // late, so the others are already waiting on the key when it appears.
-    auto job = write_job(dir, 3, 1, {"--fail-rank", "1", "--fail-generation", "0", "--root-delay-ms", "500"});
+    // last, once the others said they wait on the key.
+    auto job = write_job(dir, 3, 1, {"--fail-rank", "1", "--fail-generation", "0", "--root-last"});
     auto r = dtrain::test::run({DTRAIN_BIN, "launch", job.string()}, dtrain::test::base_env(), 180);
     INFO("stdout: " << r.out << "\nstderr: " << r.err);
     dir.keep = r.status != 0;

@@ -15,55 +15,15 @@
 
 #include <fmt/format.h>
 
-#include "c_store.hpp"
+#include "c_ranks.hpp"
 #include "dtrain/collectives.h"
 
 namespace {
 
 using dtrain::coll::test::CStore;
-
-struct Setup {
-  int size = 2;
-  const char* transport = nullptr;
-  std::function<const char*(int)> host = [](int) { return nullptr; };
-  double timeout_s = 60;
-};
-
-// Runs body(comm, rank) on setup.size threads, each with a communicator from dtrain_comm_init_config;
-// returns each rank's failure text ("" when fine).
-std::vector<std::string> run_ranks(const Setup& s, const std::function<std::string(dtrain_comm_t, int)>& body) {
-  CStore store(dtrain::rdzv::make_memory_store());
-  std::vector<std::string> errors(static_cast<std::size_t>(s.size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < s.size; ++r)
-    threads.emplace_back([&, r] {
-      dtrain_config_t cfg = DTRAIN_CONFIG_INITIALIZER;
-      cfg.rank = r;
-      cfg.size = s.size;
-      cfg.store = &store.c;
-      cfg.timeout_s = s.timeout_s;
-      cfg.transport = s.transport;
-      cfg.host = s.host(r);
-      cfg.advertise = "127.0.0.1";
-      cfg.name = "test group";
-      dtrain_comm_t comm = nullptr;
-      if (dtrain_comm_init_config(&cfg, &comm) != DTRAIN_SUCCESS) {
-        errors[static_cast<std::size_t>(r)] = std::string("init: ") + dtrain_last_error();
-        return;
-      }
-      errors[static_cast<std::size_t>(r)] = body(comm, r);
-      dtrain_comm_destroy(comm);
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
-void no_errors(const std::vector<std::string>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    CAPTURE(r);
-    CHECK(errors[r] == "");
-  }
-}
+using dtrain::coll::test::no_errors;
+using dtrain::coll::test::run_c_ranks;
+using Setup = dtrain::coll::test::StoreWorld;
 
 // The four collectives of 0.1 on a communicator of n ranks, against their known results.
 std::string exercise(dtrain_comm_t comm, int r) {
@@ -106,7 +66,7 @@ TEST_SUITE("collectives::init_config") {
       CAPTURE(n);
       Setup s;
       s.size = n;
-      no_errors(run_ranks(s, exercise));
+      no_errors(run_c_ranks(s, exercise));
     }
   }
 
@@ -114,14 +74,14 @@ TEST_SUITE("collectives::init_config") {
     Setup s;
     s.size = 3;
     s.transport = "tcp";
-    no_errors(run_ranks(s, exercise));
+    no_errors(run_c_ranks(s, exercise));
   }
 
   TEST_CASE("two fake hosts, ranks of a host not contiguous: hierarchical") {
     Setup s;
     s.size = 5;
     s.host = [](int r) { return r % 2 == 0 ? "host-a" : "host-b"; };
-    no_errors(run_ranks(s, exercise));
+    no_errors(run_c_ranks(s, exercise));
   }
 
   TEST_CASE("one rank per fake host: tcp") {
@@ -129,7 +89,7 @@ TEST_SUITE("collectives::init_config") {
     s.size = 3;
     static const char* const names[] = {"h0", "h1", "h2"};
     s.host = [](int r) { return names[r]; };
-    no_errors(run_ranks(s, exercise));
+    no_errors(run_c_ranks(s, exercise));
   }
 
   TEST_CASE("the calls of 0.3 at the C ABI, on shm and tcp") {
@@ -137,7 +97,7 @@ TEST_SUITE("collectives::init_config") {
       Setup s;
       s.size = 3;
       s.transport = transport;
-      no_errors(run_ranks(s, [](dtrain_comm_t comm, int r) -> std::string {
+      no_errors(run_c_ranks(s, [](dtrain_comm_t comm, int r) -> std::string {
         const int n = 3;
         auto ok = [](dtrain_status_t st) { return st == DTRAIN_SUCCESS; };
         dtrain_op_t half{};
@@ -262,13 +222,16 @@ TEST_SUITE("collectives::init_config") {
     s.size = 2;
     s.timeout_s = 60;
     std::atomic<int> stage{0};
-    auto errors = run_ranks(s, [&](dtrain_comm_t comm, int r) -> std::string {
+    auto advance = [&](int to) {
+      stage = to;
+      stage.notify_all();
+    };
+    auto errors = run_c_ranks(s, [&](dtrain_comm_t comm, int r) -> std::string {
       float x = 1, y = 0;
       if (r == 0) {
-        // Restored to 60 s: rank 1 arrives after 1.5 s, well inside.
         if (dtrain_comm_set_timeout(comm, 0.3) != DTRAIN_SUCCESS) return dtrain_last_error();
         if (dtrain_comm_set_timeout(comm, 0) != DTRAIN_SUCCESS) return dtrain_last_error();
-        stage = 1;
+        advance(1);
         if (dtrain_allreduce(comm, &x, &y, 1, DTRAIN_FLOAT32, DTRAIN_SUM, nullptr) != DTRAIN_SUCCESS)
           return std::string("restored deadline: ") + dtrain_last_error();
         // 0.5 s: rank 1 never calls this one.
@@ -276,18 +239,20 @@ TEST_SUITE("collectives::init_config") {
         const auto t0 = std::chrono::steady_clock::now();
         const dtrain_status_t st = dtrain_allreduce(comm, &x, &y, 1, DTRAIN_FLOAT32, DTRAIN_SUM, nullptr);
         const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        stage = 2;
+        advance(2);
         if (st != DTRAIN_ERR_TIMEOUT) return fmt::format("short deadline: status {}", static_cast<int>(st));
         if (std::string(dtrain_last_error()).find("after 0.5 s") == std::string::npos)
           return std::string("the message does not give the deadline set: ") + dtrain_last_error();
         if (took > 20) return fmt::format("short deadline: took {} s", took);
         return "";
       }
-      while (stage < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      stage.wait(0);
+      // Time itself is under test: rank 1 joins rank 0's call twice as late as the 0.3 s deadline
+      // that was restored away.
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
       if (dtrain_allreduce(comm, &x, &y, 1, DTRAIN_FLOAT32, DTRAIN_SUM, nullptr) != DTRAIN_SUCCESS)
         return dtrain_last_error();
-      while (stage < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (int v = stage.load(); v < 2; v = stage.load()) stage.wait(v);
       return "";
     });
     no_errors(errors);

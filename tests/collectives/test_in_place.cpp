@@ -4,62 +4,27 @@
 // on the shared-memory and TCP engines, against the out-of-place result. Any other overlap is refused.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "c_ranks.hpp"
 #include "dtrain/collectives.h"
-#include "dtrain/rendezvous/server.hpp"
 
 namespace {
 
-// Runs body(comm, rank, size) on `size` threads, each with its own communicator from dtrain_comm_init;
-// returns each rank's failure text ("" when fine).
-std::vector<std::string> run_ranks(int size, const char* transport,
-                                   const std::function<std::string(dtrain_comm_t, int, int)>& body) {
-  static int run_counter = 0;
-  const std::string run_id = fmt::format("inplace-{}-{}", ::getpid(), ++run_counter);
-  dtrain::rdzv::ServerOptions so;
-  dtrain::rdzv::Server server(so);
-  server.start();
-  std::vector<std::string> errors(static_cast<std::size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      dtrain_init_options_t o;
-      dtrain_init_options_default(&o);
-      o.rank = r;
-      o.size = size;
-      o.store_host = "127.0.0.1";
-      o.store_port = server.port();
-      o.run_id = run_id.c_str();
-      o.timeout_s = 60;
-      o.transport = transport;
-      dtrain_comm_t comm = nullptr;
-      if (dtrain_comm_init(&o, &comm) != DTRAIN_SUCCESS) {
-        errors[static_cast<std::size_t>(r)] = fmt::format("init: {}", dtrain_last_error());
-        return;
-      }
-      errors[static_cast<std::size_t>(r)] = body(comm, r, size);
-      dtrain_comm_destroy(comm);
-    });
-  for (auto& t : threads) t.join();
-  server.stop();
-  return errors;
-}
+using dtrain::coll::test::no_errors;
+using dtrain::coll::test::run_c_ranks;
+using dtrain::coll::test::ServerWorld;
 
-void check_all(const std::vector<std::string>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    INFO("rank " << r);
-    CHECK(errors[r] == "");
-  }
+// Runs body(comm, rank, size) on `size` ranks of the engine `transport` picks (dtrain_comm_init);
+// checks that every rank returned "".
+void check_ranks(int size, const char* transport, const std::function<std::string(dtrain_comm_t, int, int)>& body) {
+  no_errors(run_c_ranks(ServerWorld{size, transport, 60}, [&](dtrain_comm_t c, int r) { return body(c, r, size); }));
 }
 
 std::int32_t value(int rank, std::size_t i) { return static_cast<std::int32_t>(rank * 100003 + static_cast<int>(i % 9973)); }
@@ -84,7 +49,7 @@ void on_every_world(const std::function<std::string(dtrain_comm_t, int, int)>& b
     for (int size : kSizes) {
       CAPTURE(transport);
       CAPTURE(size);
-      check_all(run_ranks(size, transport, body));
+      check_ranks(size, transport, body);
     }
 }
 
@@ -157,7 +122,7 @@ TEST_SUITE("collectives::inplace") {
   TEST_CASE("allreduce and broadcast with send == recv") {
     for (const char* transport : kTransports) {
       CAPTURE(transport);
-      check_all(run_ranks(3, transport, [](dtrain_comm_t comm, int rank, int n) -> std::string {
+      check_ranks(3, transport, [](dtrain_comm_t comm, int rank, int n) -> std::string {
         std::vector<float> buf(1000);
         for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(rank + static_cast<int>(i % 7));
         if (auto st = dtrain_allreduce(comm, buf.data(), buf.data(), buf.size(), DTRAIN_FLOAT32, DTRAIN_SUM, nullptr))
@@ -170,12 +135,12 @@ TEST_SUITE("collectives::inplace") {
         for (std::int32_t v : b)
           if (v != 42) return "broadcast: wrong result";
         return "";
-      }));
+      });
     }
   }
 
   TEST_CASE("any other overlap is refused on every rank with DTRAIN_ERR_INVALID_ARGUMENT, and the communicator stays usable") {
-    check_all(run_ranks(2, "auto", [](dtrain_comm_t comm, int rank, int) -> std::string {
+    check_ranks(2, "auto", [](dtrain_comm_t comm, int rank, int) -> std::string {
       std::vector<std::int32_t> buf(64, rank);
       auto refused = [&](dtrain_status_t st, const char* what, const char* fragment) -> std::string {
         if (st != DTRAIN_ERR_INVALID_ARGUMENT) return fmt::format("{}: status {}, want invalid argument", what, static_cast<int>(st));
@@ -199,6 +164,6 @@ TEST_SUITE("collectives::inplace") {
       if (auto st = dtrain_allgather(comm, &mine, out.data(), 1, DTRAIN_INT32, nullptr)) return status_text(st, "allgather after");
       if (out[0] != 5 || out[1] != 6) return "allgather after the refusals: wrong result";
       return "";
-    }));
+    });
   }
 }

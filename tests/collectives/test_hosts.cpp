@@ -1,18 +1,17 @@
-// Communicator::with_hosts (comm_hosts.cpp) over a CallbackStore (callback_store.cpp): which engine
+// Communicator::with_hosts (hosts.cpp) over a CallbackStore (callback_store.cpp): which engine
 // the discovered hosts give (shm within one host, tcp with one rank per host or when asked,
 // hierarchical for several hosts with several ranks, in any numbering), and the store adapter's
 // error mapping.
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "c_store.hpp"
 #include "callback_store.hpp"
 #include "comm.hpp"
+#include "ranks.hpp"
 
 namespace dtrain::coll::test {
 namespace {
@@ -21,27 +20,18 @@ namespace {
 std::vector<std::string> engines(int n, const std::string& transport, const std::function<std::string(int)>& host) {
   CStore cstore(rdzv::make_memory_store());
   auto store = std::make_shared<CallbackStore>(cstore.c, "test");
-  std::vector<std::string> out(static_cast<std::size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        CommConfig cfg;
-        cfg.rank = r;
-        cfg.size = n;
-        cfg.transport = transport;
-        cfg.timeout = std::chrono::milliseconds(30000);
-        cfg.advertise = "127.0.0.1";
-        auto c = Communicator::with_hosts(cfg, store, host(r));
-        std::int64_t x = r, y = 0;
-        c->allreduce(&x, &y, 1, DTRAIN_INT64, DTRAIN_SUM);
-        out[static_cast<std::size_t>(r)] = y == n * (n - 1) / 2 ? c->engine_name() : "wrong sum";
-      } catch (const std::exception& e) {
-        out[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
+  return on_threads(n, [&](int r) -> std::string {
+    CommConfig cfg;
+    cfg.rank = r;
+    cfg.size = n;
+    cfg.transport = transport;
+    cfg.timeout = std::chrono::milliseconds(30000);
+    cfg.advertise = "127.0.0.1";
+    auto c = Communicator::with_hosts(cfg, store, host(r));
+    std::int64_t x = r, y = 0;
+    c->allreduce(&x, &y, 1, DTRAIN_INT64, DTRAIN_SUM);
+    return y == n * (n - 1) / 2 ? c->engine_name() : "wrong sum";
+  });
 }
 
 }  // namespace
@@ -84,15 +74,7 @@ TEST_SUITE("collectives::comm_hosts") {
   TEST_CASE("a barrier through the adapter") {
     CStore cstore(rdzv::make_memory_store());
     CallbackStore s(cstore.c, "");
-    std::vector<std::thread> t;
-    std::atomic<int> done{0};
-    for (int i = 0; i < 3; ++i)
-      t.emplace_back([&] {
-        s.barrier("b", 3, std::chrono::milliseconds(10000));
-        ++done;
-      });
-    for (auto& x : t) x.join();
-    CHECK(done == 3);
+    no_errors(on_threads(3, [&](int) { s.barrier("b", 3, std::chrono::milliseconds(10000)); }));
     CHECK_THROWS_AS(s.barrier("lonely", 2, std::chrono::milliseconds(100)), TimeoutError);
   }
 }

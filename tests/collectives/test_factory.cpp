@@ -7,10 +7,9 @@
 #include <unistd.h>
 
 #include <functional>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,8 +17,10 @@
 
 #include "dtrain/rendezvous/store.hpp"
 #include "engine/engine.hpp"
+#include "ranks.hpp"
 
 using namespace dtrain::coll;
+using dtrain::coll::test::on_threads;
 using namespace std::chrono_literals;
 
 namespace {
@@ -67,21 +68,17 @@ OpDesc op(std::uint64_t seq, OpKind kind, std::size_t count, dtrain_dtype_t dtyp
 std::vector<std::string> run_groups(const std::vector<GroupSpec>& groups,
                                     const std::function<void(Engine&, const GroupSpec&, int)>& body) {
   auto store = dtrain::rdzv::make_memory_store();
-  std::vector<std::string> errors;
-  std::mutex mu;
-  std::vector<std::thread> threads;
+  std::vector<std::pair<std::size_t, int>> who;  // (group, rank) of each thread
   for (std::size_t gi = 0; gi < groups.size(); ++gi)
-    for (int r = 0; r < static_cast<int>(groups[gi].members.size()); ++r)
-      threads.emplace_back([&, gi, r] {
-        try {
-          auto t = make_engine(options_for(groups[gi], r, store.get()));
-          body(*t, groups[gi], r);
-        } catch (const std::exception& e) {
-          std::lock_guard lock(mu);
-          errors.push_back(fmt::format("group {} rank {}: {}", gi, r, e.what()));
-        }
-      });
-  for (auto& t : threads) t.join();
+    for (int r = 0; r < static_cast<int>(groups[gi].members.size()); ++r) who.emplace_back(gi, r);
+  auto failures = on_threads(static_cast<int>(who.size()), [&](int t) {
+    const auto [gi, r] = who[static_cast<std::size_t>(t)];
+    auto e = make_engine(options_for(groups[gi], r, store.get()));
+    body(*e, groups[gi], r);
+  });
+  std::vector<std::string> errors;
+  for (std::size_t t = 0; t < who.size(); ++t)
+    if (!failures[t].empty()) errors.push_back(fmt::format("group {} rank {}: {}", who[t].first, who[t].second, failures[t]));
   return errors;
 }
 
