@@ -17,7 +17,7 @@
 
 #include "call.hpp"
 #include "dtrain/collectives.h"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 #include "engine/engine.hpp"
 #include "exchange.hpp"
 #include "mailbox.hpp"

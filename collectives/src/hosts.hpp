@@ -8,7 +8,7 @@
 #include <chrono>
 #include <string>
 
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 #include "members.hpp"
 
 namespace dtrain::coll {

@@ -13,7 +13,7 @@
 
 #include "c_store.hpp"
 #include "dtrain/collectives.h"
-#include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
 #include "ranks.hpp"
 
 namespace dtrain::coll::test {

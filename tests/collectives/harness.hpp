@@ -10,7 +10,7 @@
 
 #include "calls.hpp"
 #include "comm.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 #include "ranks.hpp"
 
 namespace dtrain::coll::test {

@@ -13,7 +13,7 @@
 
 #include "calls.hpp"
 #include "dtrain/common/system.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 #include "engine/shm/barrier.hpp"
 #include "engine/shm/boxes.hpp"
 #include "engine/shm/peers.hpp"

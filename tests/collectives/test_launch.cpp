@@ -30,7 +30,7 @@
 #include "dtrain/common/progress_page.hpp"
 #include "launch_env.hpp"
 #include "ranks.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
 
 extern char** environ;
 

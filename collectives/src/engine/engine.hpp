@@ -32,7 +32,7 @@
 
 #include "../call.hpp"
 #include "dtrain/collectives.h"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll {
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "../../call.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll::shm {
 

@@ -20,8 +20,8 @@
 
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/params.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/client.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "dtrain/rendezvous/store/client.hpp"
 #include "handshake.hpp"
 #include "wire.hpp"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../../call.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 #include "links.hpp"
 
 namespace dtrain::coll::tcp {

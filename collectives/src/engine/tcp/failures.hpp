@@ -8,7 +8,7 @@
 #include <string>
 
 #include "../../call.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 #include "links.hpp"
 
 namespace dtrain::coll::tcp {
