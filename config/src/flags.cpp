@@ -86,6 +86,8 @@ constexpr FlagRow kRows[] = {
    "torchrun's forwarded signals; accepted (dtrain forwards its own set)", kTorchrun},
   {"--event-log-handler", "PET_EVENT_LOG_HANDLER", kValue, "event_log_handler", "NAME",
    "torchrun's event handler; accepted (dtrain status and --summary-json report the events)", kTorchrun},
+  {"--shutdown-timeout", "PET_SHUTDOWN_TIMEOUT", kValue, "/grace_s", "SECONDS",
+   "torchrun's name of --grace: seconds between SIGTERM and SIGKILL when stopping workers (grace_s)", kTorchrun},
 
   // dtrain's own
   {"--spec", nullptr, kValue, "spec", "JOB.json", "job spec file that supplies what the flags and the program do not", kDtrain},

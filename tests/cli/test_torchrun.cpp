@@ -140,7 +140,7 @@ TEST_SUITE("cli::torchrun") {
                           "--start-method", "--event-log-handler", "--role", "-m", "--module", "--no-python",
                           "--run-path", "--log-dir", "-r", "--redirects", "-t", "--tee", "--local-ranks-filter",
                           "--node-rank", "--master-addr", "--master-port", "--local-addr", "--logs-specs",
-                          "--numa-binding", "--signals-to-handle"})
+                          "--numa-binding", "--signals-to-handle", "--shutdown-timeout"})
       CHECK_MESSAGE(covered(f), f << " (torch 2.x) is missing from dtrain(1)'s torchrun table");
     const std::string run_py = "/usr/lib/python3/dist-packages/torch/distributed/run.py";
     std::string text = read_file(run_py);
@@ -165,6 +165,20 @@ TEST_SUITE("cli::torchrun") {
     for (auto at = r.err.find("note: --monitor-interval"); at != std::string::npos; at = r.err.find("note: --monitor-interval", at + 1)) ++n;
     CHECK(n == 1);
     CHECK(has(r.err, "dtrain: note: --monitor-interval 2: not used; dtrain hears of a worker's exit at once"));
+  }
+
+  TEST_CASE("--shutdown-timeout is grace_s, as --grace; the two may not disagree") {
+    CHECK(ok(plan({"--shutdown-timeout", "30", "--", "/bin/true"}))["grace_s"] == 30);
+    CHECK(ok(plan({"--shutdown_timeout=7", "--grace", "7", "--", "/bin/true"}))["grace_s"] == 7);
+    auto env = base_env();
+    env["PET_SHUTDOWN_TIMEOUT"] = "12";
+    CHECK(ok(plan({"--", "/bin/true"}, env))["grace_s"] == 12);
+    Result r = plan({"--grace", "5", "--shutdown-timeout", "9", "--", "/bin/true"});
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "--grace: --shutdown-timeout 9 says otherwise; give one of them"));
+    r = plan({"--shutdown-timeout", "-1", "--", "/bin/true"});
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "--shutdown-timeout: -1 is out of range; expected a number from 0 to 3600"));
   }
 
   TEST_CASE("flags map to the plan: --rdzv-conf, --log-dir, --local-addr, -r3/-t3") {
