@@ -7,7 +7,7 @@
 
 #include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/multinode.hpp"
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 
 namespace dtrain::cli {
 
