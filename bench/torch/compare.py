@@ -5,7 +5,7 @@
 
 Each round, under `dtrain launch` with 2 ranks on one node: torch.distributed.all_reduce (float32
 sum, in place, 8 B .. 64 MiB) through the dtrain backend and through gloo in the same job, taking
-turns per size (bench/torch/torch_allreduce.py); the same sizes through dtrain's C call
+turns per size (bench/torch/torch_collectives.py); the same sizes through dtrain's C call
 (bench/allreduce/coll_bench --buffers 1), the backend's own floor; then a DDP training step
 (bench/torch/ddp_step.py) on the dtrain backend, on gloo, and as one process without DDP (the
 no-communication floor) for a communication-bound model (25M float32 parameters) and a
@@ -52,11 +52,12 @@ class Runner:
         return run_probe(self.failures, what, cmd, self.env, timeout)
 
     def torch_allreduce(self, flip):
-        args = [os.path.join(HERE, "torch_allreduce.py"), "--backends", "dtrain,gloo", "--sizes", self.a.sizes]
+        args = [os.path.join(HERE, "torch_collectives.py"), "--ops", "all_reduce", "--backends", "dtrain,gloo",
+                "--sizes", self.a.sizes]
         out = self.launch("torch all_reduce", 2, args + (["--flip"] if flip else []))
         rows = 0
         for f in (line.split() for line in out.splitlines()):
-            if len(f) == 6 and f[0] == "allreduce":
+            if len(f) == 6 and f[0] == "all_reduce":
                 self.add(("ar", f[1], int(f[2])), float(f[4]))
                 rows += 1
                 if int(f[5]) != 0:
@@ -123,10 +124,10 @@ def target_rows(r, sizes):
     return rows
 
 
-def header(r, started, finished):
+def header(r, started, finished, title="torch"):
     a = r.a
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    return [f"## torch {started:%Y-%m-%d %H:%MZ}{' (quick)' if a.quick else ''}", "",
+    return [f"## {title} {started:%Y-%m-%d %H:%MZ}{' (quick)' if a.quick else ''}", "",
             f"Command: `{a.command}`", "",
             f"Machine: {os.cpu_count()} CPUs ({cpu}), kernel {os.uname().release}, torch {torch_version(a)}; "
             f"{a.rounds} rounds, the order of the jobs reversed every other round; "
