@@ -101,7 +101,7 @@ prepare_deps() {
     { cat "$dir/download.log" >&2; die "apt-get download failed (run apt-get update first?)"; }
   local f
   for f in "$dir"/debs/*.deb; do dpkg-deb -x "$f" "$dir/root"; done
-  rm -rf "$dir/debs" "$dir/root/usr/share/doc" "$dir/root/usr/share/man"
+  rm -rf "$dir/debs" "$dir/root/usr/share/doc" "$dir/root/usr/share/man" "$dir"/root/usr/lib/x86_64-linux-gnu/*.a
   say "unpacked ${pkgs[*]} into $dir/root ($(du -sh "$dir/root" | cut -f1)); carry build/gpu-deps to the GPU machine"
 }
 
