@@ -10,6 +10,9 @@
 #                                   (ctest -L); a failure, a skip or a test not built fails the stage
 #   scripts/ci-trixie.sh check-cleanup  a run in the tree killed by SIGINT, SIGTERM and SIGKILL: no
 #                                   process of it and no mount may be left
+#   scripts/ci-trixie.sh bench [ARGS]  bench/torch/compare_sharded.py ARGS in it on the stage's build
+#                                   (torch 2.6's gloo and dtrain side by side; e.g. --results
+#                                   bench/RESULTS.md appends its section there)
 #   scripts/ci-trixie.sh run CMD    run the bash command line CMD in it, in the source folder
 #
 # Each command in the tree runs in a mount namespace and a PID namespace of its own (unshare): the
@@ -220,9 +223,15 @@ case "${1:-}" in
     ;;
   test) test_in_tree ;;
   check-cleanup) check_cleanup ;;
+  bench)
+    shift
+    [ -x "$build/dtrain" ] || die "nothing built in $build (scripts/ci-trixie.sh build)"
+    in_tree "python3 bench/torch/compare_sharded.py --build $(printf %q "$build") \
+             --command $(printf %q "scripts/ci-trixie.sh bench${*:+ $*}") $(printf '%q ' "$@")"
+    ;;
   run)
     [ $# -eq 2 ] || die "usage: scripts/ci-trixie.sh run 'COMMAND LINE'"
     in_tree "$2"
     ;;
-  *) die "unknown command '${1:-}' (tree, build, test, check-cleanup, run CMD)" ;;
+  *) die "unknown command '${1:-}' (tree, build, test, check-cleanup, bench [ARGS], run CMD)" ;;
 esac

@@ -186,7 +186,7 @@ nccl_unit_tests() {
   unit_summary=""
   for t in test_nccl_core test_nccl_ops; do
     run_logged "$t" 120 "$build/tests/nccl/$t"
-    unit_summary+="${unit_summary:+; }$t: $(sed -n 's/^\[doctest\] test cases: *//p' "$out/$t.log")"
+    unit_summary+="${unit_summary:+; }$t: $(sed -n 's/^\[doctest\] test cases: *//p' "$out/$t.log" | sed 's/ *| */, /g')"
   done
   say "NCCL unit tests: $unit_summary"
 }

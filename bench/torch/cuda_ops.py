@@ -58,16 +58,15 @@ class Cases:
 
 def all_reduce_cases(c):
     for dtype in FLOATS + INTS + [torch.bool]:
-        ops = [R.SUM, R.MIN, R.MAX, R.PRODUCT]
+        ops = [("sum", R.SUM), ("min", R.MIN), ("max", R.MAX), ("product", R.PRODUCT)]
         if dtype.is_floating_point:
-            ops += [R.AVG, "premul_sum"]
-        for op in ops:
+            ops += [("avg", R.AVG), ("premul_sum", None)]
+        for name, op in ops:
             def fn(g, dtype=dtype, op=op):
                 t = c.inp((1000,), dtype, 1)
-                real = dist._make_nccl_premul_sum(0.5) if op == "premul_sum" else op
-                dist.all_reduce(t, op=real, group=g)
+                dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5) if op is None else op, group=g)
                 return [t]
-            c.add(f"all_reduce.{op if isinstance(op, str) else str(op).split('.')[-1].lower()}", dtype, fn)
+            c.add(f"all_reduce.{name}", dtype, fn)
 
 
 def collective_cases(c):
