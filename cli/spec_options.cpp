@@ -11,7 +11,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/config/program.hpp"
 #include "dtrain/common/text.hpp"
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 #include "torchrun_flags.hpp"
 
 namespace dtrain::cli {

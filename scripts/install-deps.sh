@@ -23,10 +23,10 @@ packages=(
   python3-torch                # the torchrun-style launch of a real PyTorch DDP script (tests/examples), gloo peer of bench/run-all.sh
   libtorch-dev pybind11-dev    # the PyTorch backend's extension (python/torch_backend, cmake/DtrainTorch.cmake)
   python3-matplotlib           # bench/run-all.sh: the busbw-vs-size plot (bench/allreduce-busbw.png)
-  libcurl4-openssl-dev         # the etcd rendezvous backend (rendezvous/etcd: etcd's v3 JSON gateway over HTTP/TLS)
+  libcurl4-openssl-dev         # the etcd rendezvous backend (rendezvous/store/etcd: etcd's v3 JSON gateway over HTTP/TLS)
   etcd-server etcd-client      # a real etcd (and etcdctl) that the etcd backend's tests start on loopback
   python3-yaml                 # the Kubernetes manifests test (tests/kubernetes)
-  openssl                      # the etcd tests' TLS certificates (tests/rendezvous/etcd/etcd_server.cpp)
+  openssl                      # the etcd tests' TLS certificates (tests/rendezvous/etcd_server.cpp)
   mmdebstrap gpg debian-archive-keyring  # the Debian 13 tree with torch 2.6 of CI's trixie stage (scripts/ci-trixie.sh)
 )
 

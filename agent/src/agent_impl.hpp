@@ -20,7 +20,7 @@
 
 #include "dtrain/agent/env.hpp"
 #include "dtrain/common/uv_handle.hpp"
-#include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
 #include "generation.hpp"
 #include "guardian.hpp"
 #include "job_machine.hpp"

@@ -9,7 +9,7 @@
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/system.hpp"
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 
 namespace dtrain::agent {
 
