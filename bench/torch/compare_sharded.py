@@ -8,7 +8,7 @@ on this project's machines Debian 13's torch 2.6, in the tree of scripts/ci-trix
 Each round, under `dtrain launch` with 2 ranks on one node: all_reduce, reduce_scatter_tensor and
 all_gather_into_tensor (float32 sum; 64 KiB .. 64 MiB, the whole tensor's bytes) through the dtrain
 backend and through gloo in the same job, taking turns per size (bench/torch/torch_collectives.py);
-then a sharded training step (bench/torch/sharded_step.py: FSDP2's fully_shard, or DDP with
+then a sharded training step (bench/torch/train_step.py: FSDP2's fully_shard, or DDP with
 ZeroRedundancyOptimizer; --shard auto, the default, takes FSDP2 where this torch's FSDP2 trains on
 the CPU and ZeRO where it refuses, and the report says why) on dtrain, on gloo, and as one process without sharding (the
 no-communication floor), for a communication-bound model (25M float32 parameters) and a compute-bound
@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_stats import fmt3, human, med, parse_size, ratio, report, run_rounds  # noqa: E402
-from compare import Runner, header, worst  # noqa: E402
+from compare import Runner, check_checksums, header, worst  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPS = ["all_reduce", "reduce_scatter_tensor", "all_gather_into_tensor"]
@@ -43,10 +43,6 @@ TARGETS = {"reduce_scatter_tensor": 3.0, "all_gather_into_tensor": 2.0}  # gloo 
 
 
 class ShardedRunner(Runner):
-    def __init__(self, a):
-        super().__init__(a)
-        self.checksums = {}
-
     def collectives(self, flip):
         args = [os.path.join(HERE, "torch_collectives.py"), "--ops", ",".join(OPS), "--backends", ",".join(SIDES),
                 "--sizes", self.a.sizes]
@@ -61,34 +57,13 @@ class ShardedRunner(Runner):
         if rows == 0:
             self.failures.append("torch collectives: no result rows")
 
-    def step(self, model, backend):
-        args = [os.path.join(HERE, "sharded_step.py"), "--model", model, "--shard", self.a.shard, "--backend", backend]
-        args += ["--steps", "2", "--warmup", "1", "--small"] if self.a.quick else []
-        out = self.launch(f"{self.a.shard} {model} {backend}", 1 if backend == "none" else 2, args)
-        f = next((line.split() for line in out.splitlines() if line.startswith("sharded ")), None)
-        if f is None or len(f) != 9:
-            self.failures.append(f"{self.a.shard} {model} {backend}: no result line")
-            return
-        self.params[model] = int(f[5])
-        self.add(("step", model, backend), float(f[6]))
-        self.checksums.setdefault((model, backend), []).append(float(f[8]))
-
 
 def one_round(r, i):
     flip = (lambda xs: list(reversed(xs))) if i % 2 else list
     jobs = [lambda: r.collectives(i % 2 == 1)]
-    jobs += [lambda m=m, b=b: r.step(m, b) for m in ("comm", "compute") for b in flip(STEP_SIDES)]
+    jobs += [lambda m=m, b=b: r.step(r.a.shard, m, b) for m in ("comm", "compute") for b in flip(STEP_SIDES)]
     for job in flip(jobs):
         job()
-
-
-def check_checksums(r):
-    """dtrain's and gloo's runs of a model start alike, so they must end alike (to rounding)."""
-    for model in ("comm", "compute"):
-        d, g = r.checksums.get((model, "dtrain"), []), r.checksums.get((model, "gloo"), [])
-        for x, y in zip(d, g):
-            if abs(x - y) > 1e-4 * max(abs(x), abs(y), 1e-30):
-                r.failures.append(f"{r.a.shard} {model}: the parameters' checksums differ: dtrain {x:.9g}, gloo {y:.9g}")
 
 
 def target_rows(r, sizes):
@@ -146,9 +121,9 @@ def check_prerequisites(a):
         print(f"compare_sharded.py: {a.build}/dtrain missing; build it", file=sys.stderr)
         sys.exit(2)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(a.build, "python"), HERE]))
-    probe = ("import torch, torch.distributed, dtrain.torch, sharded_step; "
+    probe = ("import torch, torch.distributed, dtrain.torch, train_step; "
              "assert torch.__version__ >= '2', 'torch ' + torch.__version__ + ' is not 2.x'; "
-             "print(sharded_step.fsdp2_refusal())")
+             "print(train_step.fsdp2_refusal())")
     p = subprocess.run([a.python, "-c", probe], env=env, capture_output=True, text=True)
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["?"])[-1]
@@ -181,7 +156,7 @@ def main():
     started = datetime.now(timezone.utc)
     r = ShardedRunner(a)
     run_rounds(r, a.rounds, one_round, "torch sharded round")
-    check_checksums(r)
+    check_checksums(r, r.a.shard)
     report(markdown(r, sizes, started, datetime.now(timezone.utc)), a.results)
     return 1 if r.failures else 0
 

@@ -1,27 +1,28 @@
 #!/usr/bin/env python3
-"""One sharded data-parallel training step (forward, backward, SGD step), timed, for
-bench/torch/compare_sharded.py under `dtrain launch`:
+"""One data-parallel training step (forward, backward, SGD step), timed, for bench/torch/compare.py
+and compare_sharded.py under `dtrain launch`:
 
-    sharded_step.py --model comm|compute [--shard fsdp2|zero] [--backend dtrain|gloo|none]
-                    [--steps N] [--warmup N] [--small]
+    train_step.py --model comm|compute [--wrap ddp|zero|fsdp2] [--backend dtrain|gloo|none]
+                  [--steps N] [--warmup N] [--small]
 
-fsdp2: torch's fully_shard (FSDP2) on a 1-D CPU device mesh, each Linear a unit of its own and the
-model the root: the forward all-gathers a unit's parameters (all_gather_into_tensor), the backward
-all-gathers them again and reduce-scatters the gradients (reduce_scatter_tensor), and each rank steps
-its shard. zero: DDP (gradients all-reduced) with ZeroRedundancyOptimizer (each rank steps its share
-of the parameters, then broadcasts it). The models are bench/torch/ddp_step.py's: comm = 4 x
-Linear(2500, 2500), 25.0M float32 parameters, 4 samples a rank (the gradients are 100 MB a step);
-compute = 4 x Linear(256, 256), 4096 samples a rank. --small shrinks both (a smoke test). --backend
-none: one process, no process group, the plain model (the no-communication floor). Rank 0 prints
+ddp: DistributedDataParallel (the gradients all-reduced). zero: DDP with ZeroRedundancyOptimizer
+(each rank steps its share of the parameters, then broadcasts it). fsdp2: torch's fully_shard on a
+1-D CPU device mesh, each Linear a unit of its own and the model the root: the forward all-gathers a
+unit's parameters (all_gather_into_tensor), the backward all-gathers them again and reduce-scatters
+the gradients (reduce_scatter_tensor), and each rank steps its shard.
+comm: 4 x Linear(2500, 2500), 25.0M float32 parameters, 4 samples a rank (communication-bound: the
+gradients are 100 MB a step). compute: 4 x Linear(256, 256), 0.26M parameters, 4096 samples a rank
+(compute-bound). --small shrinks both (a smoke test). --backend none: one process, no process group
+and no wrapper (the no-communication floor). Rank 0 prints
 
-    sharded SHARD MODEL BACKEND WORLD PARAMS STEP_MS LOSS CHECKSUM
+    step WRAP MODEL BACKEND WORLD PARAMS STEP_MS LOSS CHECKSUM
 
 STEP_MS the slowest rank's mean over the timed steps, LOSS rank 0's last, CHECKSUM how far training
 moved the weights: the sum of |final - initial| over every parameter (the same initial weights and
 data on every backend, so the backends' checksums agree to rounding, and a wrong gradient sum moves
-them elsewhere). Exit status 3 when the replicas' weights differ (zero), 77 (the reason printed)
-when this torch's FSDP2 cannot train on the CPU (fsdp2_refusal(): none before 2.6, and 2.6's
-asks the CPU stream for record_event()).
+them elsewhere). Exit status 3 when the replicas' weights differ (ddp, zero), 77 (the reason
+printed) when this torch's FSDP2 cannot train on the CPU (fsdp2_refusal(): none before 2.6, and
+2.6's asks the CPU stream for record_event()).
 """
 import argparse
 import os
@@ -49,26 +50,19 @@ def fsdp2_refusal():
     return ""
 
 
-def fully_shard_fn():
-    why = fsdp2_refusal()
-    if why:
-        print(f"SKIP: {why}")
-        sys.exit(77)
-    from torch.distributed.fsdp import fully_shard
-    return fully_shard
-
-
-def build(a, net, world):
-    """The model as trained (sharded or not) and its optimizer."""
+def wrap(a, net, world):
+    """The model as trained and its optimizer."""
     if a.backend == "none":
         return net, torch.optim.SGD(net.parameters(), lr=1e-4)
-    if a.shard == "zero":
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    if a.wrap == "ddp":
+        return DDP(net), torch.optim.SGD(net.parameters(), lr=1e-4)
+    if a.wrap == "zero":
         from torch.distributed.optim import ZeroRedundancyOptimizer
-        from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(net)
         return model, ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=1e-4)
     from torch.distributed.device_mesh import init_device_mesh
-    fully_shard = fully_shard_fn()
+    from torch.distributed.fsdp import fully_shard
     mesh = init_device_mesh("cpu", (world,))
     for layer in net:
         fully_shard(layer, mesh=mesh)
@@ -80,7 +74,7 @@ def checksum(a, net, initial):
     """The sum of |final - initial| over every parameter (FSDP2's are sharded DTensors: their full tensors)."""
     total = torch.zeros((), dtype=torch.float64)
     for p, p0 in zip(net.parameters(), initial):
-        full = p.full_tensor() if a.shard == "fsdp2" and a.backend != "none" else p
+        full = p.full_tensor() if a.wrap == "fsdp2" and a.backend != "none" else p
         total += (full.detach().double() - p0.double()).abs().sum()
     return float(total)
 
@@ -93,20 +87,26 @@ def replicas_differ(net):
     return not torch.equal(hi, lo)
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=sorted(SHAPES), required=True)
-    ap.add_argument("--shard", choices=["fsdp2", "zero"], default="fsdp2")
+    ap.add_argument("--wrap", choices=["ddp", "zero", "fsdp2"], default="ddp")
     ap.add_argument("--backend", default="dtrain")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--small", action="store_true")
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def main():
+    a = parse_args()
     width, batch = SHAPES[a.model]
     if a.small:
         width, batch = width // 10, max(batch // 16, 2)
-    if a.shard == "fsdp2":
-        fully_shard_fn()  # before any process group: a torch without it skips at once
+    why = fsdp2_refusal() if a.wrap == "fsdp2" else ""
+    if why:  # before any process group
+        print(f"SKIP: {why}")
+        return 77
     torch.set_num_threads(1)
     distributed = a.backend != "none"
     if a.backend == "dtrain":
@@ -118,7 +118,7 @@ def main():
     net = nn.Sequential(*[nn.Linear(width, width) for _ in range(4)])
     params = sum(p.numel() for p in net.parameters())
     initial = [p.detach().clone() for p in net.parameters()]
-    model, opt = build(a, net, world)
+    model, opt = wrap(a, net, world)
     x = torch.randn(batch, width, generator=torch.Generator().manual_seed(1 + rank))
 
     def step():
@@ -139,12 +139,12 @@ def main():
     status = 0
     if distributed:
         dist.all_reduce(ms, op=dist.ReduceOp.MAX)
-        if a.shard == "zero" and replicas_differ(net):
-            print(f"sharded_step: rank {rank}: the replicas' weights differ", file=sys.stderr)
+        if a.wrap != "fsdp2" and replicas_differ(net):
+            print(f"train_step: rank {rank}: the replicas' weights differ", file=sys.stderr)
             status = 3
     total = checksum(a, net, initial)
     if rank == 0:
-        print(f"sharded {a.shard} {a.model} {a.backend} {world} {params} {float(ms[0]):.3f} {loss:.6g} {total:.9g}",
+        print(f"step {a.wrap} {a.model} {a.backend} {world} {params} {float(ms[0]):.3f} {loss:.6g} {total:.9g}",
               flush=True)
     if distributed:
         dist.barrier()
@@ -152,8 +152,9 @@ def main():
 
 
 if __name__ == "__main__":
-    # No teardown of the model and its process group (as in ddp_step.py: torch 1.13 hangs at exit
-    # destroying a group whose thread is freeing an op's tensor).
+    # No teardown of the model and its process group: torch 1.13 destroys a group (in DDP's Reducer)
+    # joining the group's threads while holding the GIL, and a thread that is just freeing an op's
+    # tensor needs the GIL: a hang at exit, seen with gloo in most runs of the small models here.
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
