@@ -131,7 +131,12 @@ std::optional<EnvIdentity> from_sagemaker(const Environment& env, Problems& out)
   }
   id.hosts = cfg["hosts"].get<std::vector<std::string>>();
   std::sort(id.hosts.begin(), id.hosts.end());
-  id.hosts.erase(std::unique(id.hosts.begin(), id.hosts.end()), id.hosts.end());
+  if (auto twice = std::adjacent_find(id.hosts.begin(), id.hosts.end()); twice != id.hosts.end()) {
+    out.push_back({what == "SM_HOSTS" ? "SM_HOSTS" : what + " hosts",
+                   fmt::format("names host \"{}\" twice (sagemaker); each instance is one node, so the node count "
+                               "and ranks cannot be known: fix the resource configuration", *twice)});
+    return std::nullopt;
+  }
   id.instances = Sourced{static_cast<int>(id.hosts.size()), "sagemaker", what == "SM_HOSTS" ? "SM_HOSTS" : what + " hosts",
                          what == "SM_HOSTS" ? *env.get("SM_HOSTS") : ""};
   id.master = id.hosts.front();
