@@ -62,6 +62,17 @@ bool ends_with(const std::string& s, const std::string& tail) {
                                 near ? fmt::format(", did you mean '{}'?", *near) : std::string(), cmd));
 }
 
+bool one_dash_word(const std::string& name) { return name.size() > 2 && name[0] == '-' && name[1] != '-'; }
+
+// mpirun's -np, -ppn -> the name CLI11 knows their row by ("-n", "--npernode"); nullopt otherwise.
+std::optional<std::string> mpirun_word(const std::string& a) {
+  if (!one_dash_word(a)) return std::nullopt;
+  const config::FlagRow* row = config::find_flag(a);
+  if (row == nullptr) return std::nullopt;
+  std::string names = cli11_names(*row);
+  return names.substr(0, names.find(','));
+}
+
 // "--nproc_per_node=4" -> "--nproc-per-node=4" when the option exists spelled with dashes.
 std::string dashed(const CLI::App& sub, const std::string& name) {
   if (name.rfind("--", 0) != 0 || name.find('_') == std::string::npos) return name;
@@ -72,6 +83,13 @@ std::string dashed(const CLI::App& sub, const std::string& name) {
 }
 
 }  // namespace
+
+std::string cli11_names(const config::FlagRow& row) {
+  std::string out;
+  for (const auto& n : config::flag_names(row))
+    if (!one_dash_word(n)) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
 
 std::vector<std::string> split_program(const CLI::App& sub, const std::vector<std::string>& args, ProgramWords& out) {
   std::vector<std::string> cli;
@@ -95,7 +113,7 @@ std::vector<std::string> split_program(const CLI::App& sub, const std::vector<st
       break;
     }
     auto eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
-    std::string name = dashed(sub, a.substr(0, eq));
+    std::string name = mpirun_word(a).value_or(dashed(sub, a.substr(0, eq)));
     const CLI::Option* opt = sub.get_option_no_throw(name);
     if (opt == nullptr && a.size() > 2 && a[1] != '-') {  // torchrun's -r3, -t3: a short option and its value
       const CLI::Option* s = sub.get_option_no_throw(a.substr(0, 2));

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/config/flags.hpp"
+
 namespace CLI {
 class App;
 }
@@ -24,6 +26,11 @@ struct ProgramWords {
   bool after_dashdash = false;        // given as `-- PROG ARGS`: a program run as it is
   std::vector<std::string> appended;  // `JOB.json -- ARGS`: appended to the job's command
 };
+
+// The names of a flag row that CLI11 takes ("-n", "--npernode"): mpirun's words of one dash and
+// several letters (-np, -ppn) are not among them; split_program() turns them into the row's first
+// CLI11 name.
+std::string cli11_names(const config::FlagRow& row);
 
 // `args` are the words after the subcommand's name. Returns those CLI11 must parse (options with
 // dashes, JOB.json) and fills `out`. Throws ConfigError for an unknown option.
