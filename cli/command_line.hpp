@@ -7,8 +7,10 @@
 //   dtrain launch [OPTIONS] -- PROG [ARGS...]                     a program run as it is
 //
 // split_program() runs before CLI11 sees argv: it accepts torchrun's underscore spellings of long
-// options (--nproc_per_node), answers an unknown option with a did-you-mean (never blaming a job
-// file), and takes the words from the program on out of argv.
+// options (--nproc_per_node) and, as torchrun's argparse does, an unambiguous beginning of one of
+// torchrun's long flags (--nproc_per_nod, with a note; dtrain's own flags are matched exactly),
+// mpirun's one-dash words (-np, -ppn), answers an unknown option with a did-you-mean (never blaming
+// a job file), and takes the words from the program on out of argv.
 #include <optional>
 #include <string>
 #include <vector>
