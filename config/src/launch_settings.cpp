@@ -71,6 +71,28 @@ void apply_hosts(LaunchState& st, const json& v) {
   st.ov.hosts_from = st.applying;
 }
 
+// --hostfile FILE: its hosts, unless -H gave them already.
+void apply_hostfile(LaunchState& st, const json& v) {
+  if (!st.ov.hosts.empty()) {
+    st.problems.push_back({"--hostfile", fmt::format("{} names the hosts already; give one of them", st.ov.hosts_from)});
+    return;
+  }
+  try {
+    st.ov.hosts = read_hostfile(str(v));
+    st.ov.hosts_from = st.applying;
+  } catch (const ConfigError& e) {
+    st.problems.push_back({"--hostfile", e.what()});
+  }
+}
+
+void check_launch_agent(const json& v, const std::string& path, Problems& out) {
+  try {
+    (void)split_command(str(v));
+  } catch (const ConfigError& e) {
+    out.push_back({path, e.what()});
+  }
+}
+
 void check_start_method(const json& v, const std::string& path, Problems& out) {
   const std::string& s = str(v);
   if (s != "spawn" && s != "fork" && s != "forkserver")
@@ -90,6 +112,9 @@ const SettingInfo kSettings[] = {
    "/cluster/gpus_per_instance /cluster/procs_per_instance /cluster/instance_type"},
   {rule("total_ranks", kInt, "the world size", 1, 1 << 20), [](LaunchState& st, const json& v) { st.ov.total_ranks = v.get<int>(); }},
   {rule("hosts", kStr, "the job's hosts", 0, 0, false, check_hosts), apply_hosts},
+  {rule("hostfile", kStr, "the job's hosts, from a file"), apply_hostfile},
+  {rule("launch_agent", kStr, "the command that reaches the hosts", 0, 0, false, check_launch_agent),
+   [](LaunchState& st, const json& v) { st.ov.launch_agent = split_command(str(v)); }},
   {rule("node_rank", kInt, "this node's rank", 0, 65535), [](LaunchState& st, const json& v) { st.ov.node_rank = v.get<int>(); }},
   {rule("standalone", kBool, "one node, a rendezvous of its own"),
    [](LaunchState& st, const json& v) { st.ov.standalone = v.get<bool>(); }, "/rendezvous/endpoint"},
