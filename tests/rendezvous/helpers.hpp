@@ -1,5 +1,6 @@
 #pragma once
-// Test helpers: a server on a free loopback port, and a raw socket for sending hand-made bytes.
+// Test helpers: a server on a free loopback port, a raw socket for sending hand-made bytes, and
+// wait_until (wait_until.hpp).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 #include "dtrain/rendezvous/store/client.hpp"
 #include "dtrain/rendezvous/server/server.hpp"
 #include "dtrain/rendezvous/store/wire.hpp"
+#include "wait_until.hpp"
 
 namespace rt {
 
