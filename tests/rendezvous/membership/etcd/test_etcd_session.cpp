@@ -13,6 +13,7 @@
 #include "dtrain/common/errors.hpp"
 #include "etcd_server.hpp"
 #include "etcd_session.hpp"
+#include "wait_until.hpp"
 #include "../membership_test.hpp"
 
 using namespace dtrain::etcd;
@@ -43,6 +44,11 @@ NodeSessionOptions node_opts(const std::string& run, int instances, int rank, co
 
 std::unique_ptr<EtcdSession> session(const etcdtest::EtcdServer& etcd, const NodeSessionOptions& o) {
   return std::make_unique<EtcdSession>(std::make_shared<Client>(etcd.options()), o);
+}
+
+// The join requests in generation 0 of run `run`.
+std::size_t requests(const etcdtest::EtcdServer& etcd, const std::string& run) {
+  return Client(etcd.options()).range_prefix(Keys(run).nodes(0)).kvs.size();
 }
 
 // Three nodes of run `run` (node ranks 0-2 on hosts h0-h2), joined, node i's events going to ev[i]
@@ -133,7 +139,7 @@ TEST_SUITE("etcd::session") {
     o.spec_hash = "command=train\nprocs_per_instance=4";
     auto b = session(etcd, o);
     auto fa = std::async(std::launch::async, [&] { return a->join(); });
-    std::this_thread::sleep_for(300ms);
+    REQUIRE(rt::wait_until([&] { return requests(etcd, "r4") == 1; }));  // a's request is in
     auto fb = std::async(std::launch::async, [&] { return b->join(); });
     CHECK_THROWS_WITH_AS(fb.get(), doctest::Contains("procs_per_instance"), dtrain::rdzv::JoinError);
     CHECK_THROWS_AS(fa.get(), dtrain::rdzv::JoinError);  // every joiner of the barrier is refused with it
@@ -141,7 +147,7 @@ TEST_SUITE("etcd::session") {
     auto c = session(etcd, node_opts("r5", 2, 0, "c"));
     auto d = session(etcd, node_opts("r5", 2, 0, "d"));
     auto fc = std::async(std::launch::async, [&] { return c->join(); });
-    std::this_thread::sleep_for(300ms);
+    REQUIRE(rt::wait_until([&] { return requests(etcd, "r5") == 1; }));
     CHECK_THROWS_WITH_AS(d->join(), doctest::Contains("node rank 0"), dtrain::rdzv::JoinError);
     c->cancel_join();
     CHECK_THROWS_AS(fc.get(), dtrain::rdzv::Cancelled);
