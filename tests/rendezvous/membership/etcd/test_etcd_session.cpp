@@ -66,7 +66,7 @@ std::vector<std::unique_ptr<EtcdSession>> three_joined(const etcdtest::EtcdServe
 
 TEST_SUITE("etcd::session") {
   TEST_CASE("three nodes join through etcd and get one rank table; the exit barrier ends the run's keys") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
@@ -95,7 +95,7 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("a failure reported by one node reaches every node, and all name the same root cause") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);
     auto s = three_joined(etcd, "r2", ev);
@@ -117,7 +117,7 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("a node that goes away without finishing is lost once its lease ends; a node that finished is not") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);
     auto s = three_joined(etcd, "r3", ev);
@@ -132,7 +132,7 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("a node of another job, and two nodes asking for one rank, are refused by name") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     auto a = session(etcd, node_opts("r4", 2, 0, "a"));
     auto o = node_opts("r4", 2, 1, "b");
@@ -154,7 +154,7 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("an elastic 2:3 job closes with two after the last call; a third node moves it to generation 1") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     std::vector<Events> ev(2);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
