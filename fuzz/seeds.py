@@ -66,6 +66,13 @@ def hostlist():
         write("hostlist", f"h{i}", s)
 
 
+def hosts():
+    for i, s in enumerate(["a:4,b:4", "gpu1,gpu2.lab:8", "[fd00::1]:2,[fd00::2]:2", "a,,b", "a:0", "a,a",
+                           "# lab\ngpu1 slots=8\n\ngpu2 slots=8 max_slots=16  # two\ngpu3:8\ngpu4\n",
+                           "a slots=2\r\nb slots=x\n", "ssh -F 'my cfg' -o \"A=b c\" x\\ y", "ssh 'open"]):
+        write("hosts", f"h{i}", s)
+
+
 def wire():
     frames = [HELLO, frame("challenge", NONCE, i64(1)), AUTH, frame("welcome", "10.0.0.1", NONCE),
               frame("set", "k", b"\x00\x01"), frame("get", "k", i64(100)), frame("add", "n", i64(-5)),
@@ -109,10 +116,11 @@ def store():
 
 
 if __name__ == "__main__":
-    for t in ("spec", "hostlist", "wire", "store"):
+    for t in ("spec", "hostlist", "hosts", "wire", "store"):
         shutil.rmtree(os.path.join(ROOT, t), ignore_errors=True)
         os.makedirs(os.path.join(ROOT, t))
     spec()
     hostlist()
+    hosts()
     wire()
     store()

@@ -9,7 +9,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/fuzz}
 secs=${2:-60}
-targets=(fuzz_spec fuzz_hostlist fuzz_wire fuzz_store)
+targets=(fuzz_spec fuzz_hostlist fuzz_hosts fuzz_wire fuzz_store)
 jobs=${DTRAIN_FUZZ_JOBS:-$(nproc)}
 
 # One target, from its seeds; its log and one result line in its work folder.

@@ -135,6 +135,15 @@ void check_instance_type(const json& v, const std::string& path, Problems& out) 
                                    detail::show(v), near ? fmt::format(" (did you mean \"{}\"?)", *near) : "")});
 }
 
+void check_cpu_bind(const json& v, const std::string& path, Problems& out) {
+  const auto& s = v.get_ref<const std::string&>();
+  if (s != "none" && s != "core" && s != "numa")
+    out.push_back({path, fmt::format("{} is not a CPU binding; expected \"none\" (the workers run where the kernel "
+                                     "puts them), \"core\" (each local rank on its own share of the cores this agent "
+                                     "may use) or \"numa\" (each local rank on the cores of one NUMA node)",
+                                     detail::show(v))});
+}
+
 void check_scaling(const json& v, const std::string& path, Problems& out) {
   const auto& s = v.get_ref<const std::string&>();
   if (s != "linear" && s != "sqrt" && s != "none")
@@ -184,6 +193,8 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.cluster.instance_type = v.get<std::string>(); }},
   {"/cluster/bind_gpus", FieldType::boolean, "false", "give each GPU worker its own GPU through CUDA_VISIBLE_DEVICES", 0, 0, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.cluster.bind_gpus = v.get<bool>(); }},
+  {"/cluster/cpu_bind", FieldType::string, "\"none\"", "each local rank's CPUs: \"none\", \"core\" (its share of the cores) or \"numa\" (one NUMA node's)", 0, 0, false, false, check_cpu_bind,
+   +[](JobSpec& s, const json& v) { s.cluster.cpu_bind = v.get<std::string>(); }},
 
   {"/batch", FieldType::object, "unset (no batch math)", "batch sizes, handed to workers as DTRAIN_* variables", 0, 0, false, false, nullptr,
    +[](JobSpec& s, const json&) { s.has_batch = true; }},

@@ -96,9 +96,14 @@ constexpr FlagRow kRows[] = {
    "count follows", kMpirun},
   {"--npernode,-ppn", nullptr, kValue, "nproc_per_node", "N", "mpirun's -ppn/--npernode: workers per node, as "
    "--nproc-per-node", kMpirun},
-  {"-H,--host,--hosts", nullptr, kValue, "hosts", "HOST[:N],...",
+  {"-H,--host,--hosts,-host", nullptr, kValue, "hosts", "HOST[:N],...",
    "mpirun's -H: the job's hosts, node ranks in this order, N workers on each (a host without :N takes the job's "
    "workers per node); the first serves the rendezvous", kMpirun},
+  {"--hostfile,--machinefile,-hostfile,-machinefile", nullptr, kValue, "hostfile", "FILE",
+   "mpirun's and DeepSpeed's hostfile: a line per host, HOST slots=N (or HOST:N, or HOST: the job's workers per "
+   "node), # comments; node ranks in its order", kMpirun},
+  {"--bind-to", nullptr, kValue, "/cluster/cpu_bind", "none|core|numa",
+   "mpirun's name of --cpu-bind (its none, core and numa)", kMpirun},
 
   // dtrain's own
   {"--spec", nullptr, kValue, "spec", "JOB.json", "job spec file that supplies what the flags and the program do not", kDtrain},
@@ -117,6 +122,12 @@ constexpr FlagRow kRows[] = {
   {"--timestamps", nullptr, kToggle, "/output/timestamps", "", "prefix each output line with the local time", kDtrain},
   {"--ranks", nullptr, kValue, "ranks", "LIST", "only these ranks' output reaches the terminal, e.g. 0,3 or 0-3 (logs keep all)", kDtrain},
   {"--summary-json", nullptr, kValue, "summary_json", "FILE", "write the end-of-run summary as JSON to FILE", kDtrain},
+  {"--launch-agent", nullptr, kValue, "launch_agent", "CMD",
+   "the command that reaches each host of -H or --hostfile, with its own arguments (default: ssh; e.g. \"ssh -F "
+   "cfg\")", kDtrain},
+  {"--cpu-bind", nullptr, kValue, "/cluster/cpu_bind", "none|core|numa",
+   "each local rank's CPUs: none, core (its share of the cores) or numa (one NUMA node's); overrides cluster.cpu_bind",
+   kDtrain},
   {"--progress", nullptr, kToggle, "progress", "", "show the job's stage even when stderr is not a terminal", kDtrain},
   {"--no-progress", nullptr, kToggle, "progress", "", "never show the progress line", kDtrain, nullptr, "false"},
 };

@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -92,13 +93,24 @@ std::vector<HostSlots> parse_host_list(std::string_view text) {
 }
 
 std::vector<HostSlots> read_hostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.is_open()) throw ConfigError(fmt::format("{}: cannot read the hostfile: {}", path, errno_text(errno)));
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in.is_open() && in.peek() != std::ifstream::traits_type::eof()) text << in.rdbuf();
+  if (!in.is_open() || in.bad())
+    throw ConfigError(fmt::format("{}: cannot read the hostfile: {}", path, errno_text(errno)));
+  return parse_hostfile(text.str(), path);
+}
+
+std::vector<HostSlots> parse_hostfile(std::string_view file, const std::string& path) {
   std::vector<HostSlots> out;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
+  int number = 0;
+  for (std::size_t at = 0; at < file.size();) {
+    auto nl = file.find('\n', at);
+    std::string_view line = file.substr(at, nl == std::string_view::npos ? file.npos : nl - at);
+    at = nl == std::string_view::npos ? file.size() : nl + 1;
+    ++number;
     std::string where = fmt::format("{}:{}: ", path, number);
-    std::string_view text = trimmed(std::string_view(line).substr(0, line.find('#')));
+    std::string_view text = trimmed(line.substr(0, line.find('#')));
     if (text.empty()) continue;
     try {
       auto space = text.find_first_of(" \t");
@@ -120,9 +132,43 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
       throw ConfigError(where + e.what());
     }
   }
-  if (in.bad()) throw ConfigError(fmt::format("{}: cannot read the hostfile: {}", path, errno_text(errno)));
   if (out.empty()) throw ConfigError(fmt::format("{}: names no host; a line is HOST slots=N, HOST:N or HOST", path));
   return out;
+}
+
+std::vector<std::string> split_command(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word)), word.clear(), in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\\') {  // the next character as it is
+      if (++i == text.size()) throw ConfigError(fmt::format("'{}': a backslash at the end", text));
+      word += text[i];
+    } else if (c == '\'') {  // everything up to the next ' as it is
+      auto close = text.find('\'', i + 1);
+      if (close == std::string_view::npos) throw ConfigError(fmt::format("'{}': no closing '", text));
+      word += text.substr(i + 1, close - i - 1);
+      i = close;
+    } else if (c == '"') {  // up to the next ", where a backslash keeps " \\ $ ` as they are
+      for (++i;; ++i) {
+        if (i == text.size()) throw ConfigError(fmt::format("'{}': no closing \"", text));
+        if (text[i] == '"') break;
+        if (text[i] == '\\' && i + 1 < text.size() && std::string_view("\"\\$`").find(text[i + 1]) != text.npos) ++i;
+        word += text[i];
+      }
+    } else {
+      word += c;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  if (words.empty()) throw ConfigError("the command is empty; give the program that reaches a host, e.g. ssh");
+  return words;
 }
 
 }  // namespace dtrain::config

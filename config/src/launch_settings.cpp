@@ -1,12 +1,10 @@
-// The launch settings a flag may set besides spec fields, each with its rule, and the one setter
-// every flag value goes through (launch_internal.hpp): read by its target's type, refused when
-// another flag already said otherwise, checked by the rule, then applied.
+// The launch settings a flag may set besides spec fields (launch_internal.hpp), each with its rule
+// and where its checked value lands.
 #include <fmt/format.h>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/config/hosts.hpp"
 #include "launch_internal.hpp"
-#include "spec_internal.hpp"
 
 namespace dtrain::config::detail {
 namespace {
@@ -71,6 +69,28 @@ void apply_hosts(LaunchState& st, const json& v) {
   st.ov.hosts_from = st.applying;
 }
 
+// --hostfile FILE: its hosts, unless -H gave them already.
+void apply_hostfile(LaunchState& st, const json& v) {
+  if (!st.ov.hosts.empty()) {
+    st.problems.push_back({"--hostfile", fmt::format("{} names the hosts already; give one of them", st.ov.hosts_from)});
+    return;
+  }
+  try {
+    st.ov.hosts = read_hostfile(str(v));
+    st.ov.hosts_from = st.applying;
+  } catch (const ConfigError& e) {
+    st.problems.push_back({"--hostfile", e.what()});
+  }
+}
+
+void check_launch_agent(const json& v, const std::string& path, Problems& out) {
+  try {
+    (void)split_command(str(v));
+  } catch (const ConfigError& e) {
+    out.push_back({path, e.what()});
+  }
+}
+
 void check_start_method(const json& v, const std::string& path, Problems& out) {
   const std::string& s = str(v);
   if (s != "spawn" && s != "fork" && s != "forkserver")
@@ -90,6 +110,9 @@ const SettingInfo kSettings[] = {
    "/cluster/gpus_per_instance /cluster/procs_per_instance /cluster/instance_type"},
   {rule("total_ranks", kInt, "the world size", 1, 1 << 20), [](LaunchState& st, const json& v) { st.ov.total_ranks = v.get<int>(); }},
   {rule("hosts", kStr, "the job's hosts", 0, 0, false, check_hosts), apply_hosts},
+  {rule("hostfile", kStr, "the job's hosts, from a file"), apply_hostfile},
+  {rule("launch_agent", kStr, "the command that reaches the hosts", 0, 0, false, check_launch_agent),
+   [](LaunchState& st, const json& v) { st.ov.launch_agent = split_command(str(v)); }},
   {rule("node_rank", kInt, "this node's rank", 0, 65535), [](LaunchState& st, const json& v) { st.ov.node_rank = v.get<int>(); }},
   {rule("standalone", kBool, "one node, a rendezvous of its own"),
    [](LaunchState& st, const json& v) { st.ov.standalone = v.get<bool>(); }, "/rendezvous/endpoint"},
@@ -135,96 +158,12 @@ const SettingInfo kSettings[] = {
 };
 // clang-format on
 
-// "--max-restarts 3", "--tag": how a flag and its value read in messages.
-std::string said(const FlagRow& row, const json& v) {
-  if (row.kind == FlagKind::toggle) return flag_name(row);
-  return fmt::format("{} {}", flag_name(row), v.is_string() ? str(v) : v.dump());
-}
-
-// Two flags saying different things about one target (-ppn 2 --nproc-per-node 4, --tag --no-tag).
-bool contradicts(FlagSink& sink, const std::string& target, const json& v) {
-  auto [it, fresh] = sink.state.given.try_emplace(target, &sink.row, v);
-  if (fresh || it->second.first == &sink.row) {
-    it->second = {&sink.row, v};
-    return false;
-  }
-  if (it->second.second == v) return false;
-  sink.problem(fmt::format("{} says otherwise; give one of them", said(*it->second.first, it->second.second)));
-  return true;
-}
-
 }  // namespace
 
 const SettingInfo* find_setting(std::string_view name) {
   for (const auto& s : kSettings)
     if (name == s.rule.path) return &s;
   return nullptr;
-}
-
-void FlagSink::problem(std::string message, const std::string& what) {
-  if (!origin.empty()) message += " (from " + origin + ")";
-  state.problems.push_back({what.empty() ? flag() : what, std::move(message)});
-}
-
-std::optional<json> FlagSink::typed(const FieldInfo* rule, const std::string& text, const std::string& what) {
-  auto number = [&]() -> std::optional<json> {
-    json v = json::parse(text, nullptr, false);
-    if (!v.is_discarded() && v.is_number()) return v;
-    problem(fmt::format("'{}' is not a number; expected {}", text, expectation(*rule)), what);
-    return std::nullopt;
-  };
-  if (rule == nullptr) return json(text);
-  switch (rule->type) {
-    case FieldType::integer:
-    case FieldType::number: return number();
-    case FieldType::nodes: {  // N, or torchrun's MIN:MAX (an elastic job; N:N is N)
-      auto colon = text.find(':');
-      json lo = json::parse(text.substr(0, colon), nullptr, false);
-      json hi = colon == std::string::npos ? lo : json::parse(text.substr(colon + 1), nullptr, false);
-      if (!lo.is_number_integer() || !hi.is_number_integer()) {
-        problem(fmt::format("'{}' is not a node count; expected N (e.g. 2) or MIN:MAX (an elastic job, e.g. 1:4)", text),
-                what);
-        return std::nullopt;
-      }
-      return lo == hi ? lo : json{{"min", lo}, {"max", hi}};
-    }
-    default: return json(text);
-  }
-}
-
-void FlagSink::spec(const std::string& pointer, const json& value, const std::string& what) {
-  if (contradicts(*this, pointer, value)) return;
-  state.ov.flag_sets.push_back({pointer, value.dump(), what.empty() ? flag() : what, origin});
-}
-
-void FlagSink::setting(const std::string& name, const json& value) {
-  const SettingInfo* s = find_setting(name);
-  if (s == nullptr) throw std::logic_error("flag " + flag() + ": no launch setting " + name);
-  if (contradicts(*this, name, value)) return;
-  Collector c;
-  if (!check_field(s->rule, value, flag(), c)) {
-    for (auto& p : c.problems) problem(std::move(p.message));
-    return;
-  }
-  state.applying = said(row, value);
-  s->apply(state, value);
-  if (s->note != nullptr) note(fmt::format("{}: {}", said(row, value), s->note));
-}
-
-void apply_flag(const FlagRow& row, const std::string& text, const std::string& origin, LaunchState& state) {
-  FlagSink sink{state, row, origin};
-  const bool spec_field = row.target[0] == '/';
-  if (row.read != nullptr) {
-    row.read(row, text, sink);
-  } else if (row.kind == FlagKind::toggle) {
-    json v = json::parse(row.toggle_value);
-    if (spec_field) sink.spec(row.target, v);
-    else sink.setting(row.target, v);
-  } else if (spec_field) {
-    if (auto v = sink.typed(find_field(row.target), text)) sink.spec(row.target, *v);
-  } else if (const SettingInfo* s = find_setting(row.target)) {
-    if (auto v = sink.typed(&s->rule, text)) sink.setting(row.target, *v);
-  }
 }
 
 }  // namespace dtrain::config::detail

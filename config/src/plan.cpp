@@ -341,6 +341,7 @@ void plan_hosts(Plan& plan, const Overrides& ov) {
   HostsPlan h;
   for (const auto& host : ov.hosts) h.names.push_back(host.name);
   h.from = ov.hosts_from;
+  if (!ov.launch_agent.empty()) h.launch_agent = ov.launch_agent;
   const std::string& src = plan.identity.field_sources.at("node_rank");
   if (src == "hosts" || src == "flags") h.this_host = plan.identity.node_rank;
   plan.hosts = std::move(h);
@@ -380,6 +381,12 @@ Plan make_plan(const JobSpec& spec, const Overrides& given, const Environment& e
   number_ranks(plan, problems);
   plan_counts(plan, given, ov, problems);
   if (!ov.hosts.empty()) plan_hosts(plan, ov);
+  else if (!ov.launch_agent.empty())
+    problems.push_back({"--launch-agent", "names the command that reaches the hosts of -H or --hostfile, but no "
+                                          "host is given; drop it or give the hosts"});
+  if (spec.cluster.cpu_bind != "none")
+    plan.warnings.push_back(fmt::format("cluster.cpu_bind \"{}\": this dtrain does not bind workers yet; they run where "
+                                        "the kernel puts them", spec.cluster.cpu_bind));
   if (plan_layout(plan, problems) && spec.has_batch) plan_batch(plan, problems);
   if (problems.empty()) plan_bubble(plan);
   check_elastic_sizes(plan, problems);

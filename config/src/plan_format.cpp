@@ -105,7 +105,7 @@ json host_list_json(const Plan& plan) {
   for (std::size_t i = 0; i < h.names.size(); ++i)
     nodes.push_back({{"host", h.names[i]}, {"node_rank", i}, {"slots", plan.procs_per_instance}});
   return {{"from", h.from}, {"this_host", h.this_host >= 0 ? json(h.this_host) : json(nullptr)},
-          {"hosts", std::move(nodes)}};
+          {"launch_agent", h.launch_agent}, {"hosts", std::move(nodes)}};
 }
 
 json batch_json(const Plan& plan) {
@@ -185,6 +185,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
   j["node_rank"] = plan.identity.node_rank;
   j["use_gpus"] = plan.use_gpus;
   j["bind_gpus"] = s.cluster.bind_gpus;
+  j["cpu_bind"] = s.cluster.cpu_bind;
   j["slots_source"] = plan.slots_source;
   j["instance_type"] = plan.instance_type.empty() ? json(nullptr) : json(plan.instance_type);
   j["master_addr"] = plan.identity.master_addr;
@@ -238,7 +239,7 @@ std::string plan_to_text(const Plan& plan) {
                              plan.use_gpus ? (plan.procs_per_instance == 1 ? "GPU worker" : "GPU workers")
                                            : (plan.procs_per_instance == 1 ? "CPU worker" : "CPU workers"),
                              plan.world_size));
-  row("", fmt::format("workers per instance from {}", plan.slots_source));
+  row("", fmt::format("workers per instance from {}; CPU binding {}", plan.slots_source, s.cluster.cpu_bind));
   if (plan.elastic())
     row("", fmt::format("elastic: {} to {} instances (world size {} to {}); the join barrier closes {} s after {} "
                         "joined, or at once with {}; a node lost or added starts a new generation",
@@ -258,6 +259,7 @@ std::string plan_to_text(const Plan& plan) {
                              text::join(plan.hosts->names, " "), plan.hosts->names.size(),
                              plan.hosts->names.size() == 1 ? "" : "s", plan.procs_per_instance,
                              plan.procs_per_instance == 1 ? "" : "s", plan.hosts->from));
+    row("", "launch agent " + text::join(plan.hosts->launch_agent, " ") + " (what reaches each host)");
   } else if (!id.hosts.empty()) {
     std::vector<std::string> shown(id.hosts.begin(), id.hosts.begin() + static_cast<long>(std::min<std::size_t>(id.hosts.size(), 8)));
     row("hosts", text::join(shown, " ") + (id.hosts.size() > 8 ? fmt::format(" ... ({} in all)", id.hosts.size()) : ""));

@@ -80,6 +80,42 @@ TEST_SUITE("cli::mpirun") {
     CHECK(has(r.out, "not one of the hosts"));
   }
 
+  TEST_CASE("--hostfile, --launch-agent and --cpu-bind: in the plan, text and JSON; bad words refused") {
+    TempDir t;
+    std::string file = t.write("hosts", "# lab\nbox1 slots=2\n\nbox2:2   # the second\nbox3\n");
+    json j = ok(plan({"--hostfile", file, "--launch-agent", "ssh -F 'my ssh config'", "--cpu-bind", "core", "--insecure",
+                      "--", "/bin/true"}));
+    CHECK(j["instances"] == 3);
+    CHECK(j["procs_per_instance"] == 2);  // box3 takes the job's count: the others'
+    CHECK(j["host_list"]["from"] == "--hostfile " + file);
+    CHECK(j["host_list"]["launch_agent"] == json{"ssh", "-F", "my ssh config"});
+    CHECK(j["host_list"]["hosts"][1]["host"] == "box2");
+    CHECK(j["cpu_bind"] == "core");
+    CHECK(j["warnings"][0].get<std::string>().find("does not bind workers yet") != std::string::npos);
+    Result r = run({DTRAIN_BIN, "plan", "-hostfile", file, "--insecure", "--", "/bin/true"});
+    CHECK(r.status == 0);
+    CHECK(has(r.out, "hosts       box1 box2 box3 (3 nodes, node ranks in this order, 2 workers each; from --hostfile"));
+    CHECK(has(r.out, "launch agent ssh (what reaches each host)"));
+    CHECK(has(r.out, "CPU binding none"));
+    const std::pair<std::vector<std::string>, std::string> refused[] = {
+        {{"--hostfile", t.write("bad", "box1 slots=2\nbox2 cores=2\n")}, ":2: 'box2 cores=2': 'cores=2' is not slots=N"},
+        {{"--hostfile", t.write("twice", "box1\nbox1\n")}, ":2: host 'box1' is named twice"},
+        {{"--hostfile", file, "-H", "a,b"}, "--hostfile: -H a,b names the hosts already"},
+        {{"-H", "a,b", "--launch-agent", "ssh -o 'x"}, "--launch-agent: 'ssh -o 'x': no closing '"},
+        {{"--launch-agent", "ssh"}, "--launch-agent: names the command that reaches the hosts"},
+        {{"--cpu-bind", "socket"}, "--cpu-bind: \"socket\" is not a CPU binding"},
+        {{"--cpu-bind", "core", "--bind-to", "numa"}, "says otherwise; give one of them"},
+    };
+    for (const auto& [words, message] : refused) {
+      std::vector<std::string> args = words;
+      args.insert(args.end(), {"--insecure", "--", "/bin/true"});
+      r = plan(args);
+      INFO(words[0] << " " << words[1] << ": " << r.err);
+      CHECK(r.status == 2);
+      CHECK(has(r.err, message));
+    }
+  }
+
   TEST_CASE("launch -n 2 and -H with this host run the workers; from outside the hosts it is refused") {
     Result r = run({DTRAIN_BIN, "launch", "--no-progress", "-np", "2", "--", "/bin/echo", "hello"}, base_env(), 60);
     CHECK(r.status == 0);

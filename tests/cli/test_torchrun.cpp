@@ -54,6 +54,9 @@ std::string underscored(std::string flag) {
 struct Context {
   TempDir dir;
   std::string script = dir.write("train.py", "print('hi')\n");
+  std::string hostfile = dir.write("hosts.txt", "a slots=2\nb slots=2\n");
+  // the example as the row runs it (hosts.txt: a hostfile of the test's own)
+  std::string value(const std::string& example) const { return example == "hosts.txt" ? hostfile : example; }
   std::vector<std::string> program(const std::string& flag) const {
     if (flag == "-m" || flag == "--module") return {"pkg.train"};
     if (flag == "--run-path") return {script};
@@ -71,10 +74,10 @@ Result plan_row(const Context& c, const Row& r, const std::string& spelling, boo
   std::vector<std::string> args = c.around(r.flag);
   auto env = base_env();
   if (as_variable) {
-    env[r.variable] = r.example == "-" ? "1" : r.example;
+    env[r.variable] = r.example == "-" ? "1" : c.value(r.example);
   } else {
     args.push_back(spelling);
-    if (r.example != "-") args.push_back(r.example);
+    if (r.example != "-") args.push_back(c.value(r.example));
   }
   for (const auto& w : c.program(r.flag)) args.push_back(w);
   return plan(args, env);

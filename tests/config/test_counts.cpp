@@ -6,10 +6,12 @@
 
 #include "dtrain/config/errors.hpp"
 #include "dtrain/config/plan.hpp"
+#include "cli/run_binary.hpp"
 #include "config_test.hpp"
 
 using namespace dtrain::config;
 using namespace dtrain::config::test;
+using dtrain::test::TempDir;
 
 namespace {
 
@@ -81,6 +83,38 @@ TEST_SUITE("config::counts") {
     CHECK(plan_of(kJob, flags({{"-H", "a,b"}, {"-n", "6"}})).procs_per_instance == 3);
     // --node-rank names this machine's place
     CHECK(plan_of(kJob, flags({{"-H", "a,b"}, {"--node-rank", "1"}})).hosts->this_host == 1);
+  }
+
+  TEST_CASE("--hostfile and --launch-agent in the plan; the hostfile with -H, or the agent alone, refused") {
+    TempDir t;
+    std::string file = t.write("hosts", "# boxes\nn1 slots=4\nn2 slots=4\n");
+    Plan p = plan_of(kJob, flags({{"--hostfile", file.c_str()}, {"--launch-agent", "ssh -F 'my cfg'"}}));
+    REQUIRE(p.hosts);
+    CHECK(p.hosts->names == std::vector<std::string>{"n1", "n2"});
+    CHECK(p.hosts->from == "--hostfile " + file);
+    CHECK(p.hosts->launch_agent == std::vector<std::string>{"ssh", "-F", "my cfg"});
+    CHECK(p.procs_per_instance == 4);
+    CHECK(plan_of(kJob, flags({{"-H", "a,b"}})).hosts->launch_agent == std::vector<std::string>{"ssh"});
+    CHECK(has(failure(kJob, flags({{"--launch-agent", "ssh"}})), "--launch-agent: names the command that reaches"));
+    std::string uneven = t.write("uneven", "n1 slots=4\nn2 slots=2\n");
+    CHECK(has(failure(kJob, flags({{"--hostfile", uneven.c_str()}})),
+              "n1:4 and n2:2 have different slot counts, but dtrain runs the same number of workers on every node"));
+    CHECK_THROWS_WITH_AS(flags({{"--hostfile", "/nonexistent/hosts"}}),
+                         doctest::Contains("--hostfile: /nonexistent/hosts: cannot read the hostfile"), SpecError);
+  }
+
+  TEST_CASE("cluster.cpu_bind: none, core or numa, from the spec or --cpu-bind / --bind-to; not bound yet, said") {
+    Plan p = plan_of(kJob);
+    CHECK(p.spec.cluster.cpu_bind == "none");
+    CHECK(p.warnings.empty());
+    p = plan_of(R"({"command": ["a"], "cluster": {"cpu_bind": "numa"}})", flags({{"--cpu-bind", "core"}}));
+    CHECK(p.spec.cluster.cpu_bind == "core");
+    REQUIRE(p.warnings.size() == 1);
+    CHECK(has(p.warnings[0], "cluster.cpu_bind \"core\": this dtrain does not bind workers yet"));
+    CHECK(plan_of(kJob, flags({{"--bind-to", "numa"}})).spec.cluster.cpu_bind == "numa");
+    CHECK(has(failure(R"({"command": ["a"], "cluster": {"cpu_bind": "socket"}})"),
+              "/cluster/cpu_bind: \"socket\" is not a CPU binding; expected \"none\""));
+    CHECK(has(failure(kJob, flags({{"--bind-to", "hwthread"}})), "--bind-to: \"hwthread\" is not a CPU binding"));
   }
 
   TEST_CASE("-H that contradicts the flags, the spec or itself is refused") {

@@ -74,5 +74,21 @@ TEST_SUITE("config::hosts") {
     }
     CHECK_THROWS_WITH_AS(read_hostfile("/nonexistent/hosts"), doctest::Contains("/nonexistent/hosts: cannot read"),
                          dtrain::ConfigError);
+    // a line without a newline at the end counts, CRLF lines too
+    CHECK(listed(parse_hostfile("a slots=2\r\nb slots=2", "h")) == "a:2 b:2 ");
+  }
+
+  TEST_CASE("--launch-agent: words as a shell splits them, nothing expanded") {
+    using V = std::vector<std::string>;
+    CHECK(split_command("ssh") == V{"ssh"});
+    CHECK(split_command("  ssh -F  /etc/ssh cfg ") == V{"ssh", "-F", "/etc/ssh", "cfg"});
+    CHECK(split_command("ssh -o 'ProxyJump bastion' -F \"my cfg\"") == V{"ssh", "-o", "ProxyJump bastion", "-F", "my cfg"});
+    CHECK(split_command("ip netns exec ns\\ 1 $HOME ~") == V{"ip", "netns", "exec", "ns 1", "$HOME", "~"});
+    CHECK(split_command("a\"b c\"'d'") == V{"ab cd"});
+    CHECK(split_command("\"a\\\"b\\\\c\\d\"") == V{"a\"b\\c\\d"});
+    CHECK_THROWS_WITH_AS(split_command("ssh -o 'x"), doctest::Contains("no closing '"), dtrain::ConfigError);
+    CHECK_THROWS_WITH_AS(split_command("ssh \"x"), doctest::Contains("no closing \""), dtrain::ConfigError);
+    CHECK_THROWS_WITH_AS(split_command("ssh \\"), doctest::Contains("a backslash at the end"), dtrain::ConfigError);
+    CHECK_THROWS_WITH_AS(split_command("   "), doctest::Contains("the command is empty"), dtrain::ConfigError);
   }
 }

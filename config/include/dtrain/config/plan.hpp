@@ -67,11 +67,12 @@ struct BatchPlan {
 double scaled_learning_rate(const LearningRateSpec& lr, std::int64_t global);
 
 // The hosts of -H, --hosts or --hostfile: every node of the job, its node rank its place in the
-// list, each running procs_per_instance workers.
+// list, each running procs_per_instance workers, and the command that reaches them.
 struct HostsPlan {
   std::vector<std::string> names;
   std::string from;     // "-H a:4,b:4", "--hostfile hosts.txt"
   int this_host = -1;   // this machine's place among them (by host name, or --node-rank); -1: not one
+  std::vector<std::string> launch_agent = {"ssh"};  // --launch-agent, as words: AGENT... HOST COMMAND
 };
 
 struct Plan {

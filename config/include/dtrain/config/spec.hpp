@@ -20,6 +20,7 @@ struct ClusterSpec {
   bool gpus_auto = true;                 // "auto" (or unset)
   std::optional<int> procs_per_instance; // CPU spelling of the same field; unset: one per core
   bool bind_gpus = false;                // set CUDA_VISIBLE_DEVICES to one GPU per worker
+  std::string cpu_bind = "none";         // "none" | "core" | "numa": each local rank's share of the CPUs
   std::optional<std::string> instance_type;  // "ml.p3.8xlarge", "p4d.24xlarge": GPUs per instance from a table
 };
 
@@ -128,6 +129,7 @@ struct Overrides {
   std::optional<int> total_ranks;          // mpirun's -n/-np: the world size
   std::vector<HostSlots> hosts;            // -H/--hosts, --hostfile: every node, node ranks in order
   std::string hosts_from;                  // how they were given: "-H a:4,b:4", "--hostfile hosts.txt"
+  std::vector<std::string> launch_agent;   // --launch-agent "ssh -F cfg" as words; empty: ssh
   std::optional<std::vector<std::string>> command;  // replaces the spec's command (program.hpp)
   std::optional<std::string> default_name;          // the job name when the spec has none
   // Workers per node when neither a flag nor the spec says: torchrun's default (1) for a launch
