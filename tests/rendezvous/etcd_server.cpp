@@ -192,12 +192,12 @@ bool EtcdServer::start() {
   return wait_healthy();
 }
 
-bool EtcdServer::wait_healthy() {
-  auto deadline = std::chrono::steady_clock::now() + 30s;
+// GET url() + path with the test's TLS files; the body, or nullopt when the request failed.
+std::optional<std::string> EtcdServer::http_get(const std::string& path) const {
   CURL* h = curl_easy_init();
   std::string body;
-  std::string health = url() + "/health";
-  curl_easy_setopt(h, CURLOPT_URL, health.c_str());
+  std::string url = this->url() + path;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_PROXY, "");
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 2000L);
@@ -209,6 +209,14 @@ bool EtcdServer::wait_healthy() {
     curl_easy_setopt(h, CURLOPT_SSLCERT, cert.c_str());
     curl_easy_setopt(h, CURLOPT_SSLKEY, key.c_str());
   }
+  bool ok = curl_easy_perform(h) == CURLE_OK;
+  curl_easy_cleanup(h);
+  if (!ok) return std::nullopt;
+  return body;
+}
+
+bool EtcdServer::wait_healthy() {
+  auto deadline = std::chrono::steady_clock::now() + 30s;
   bool healthy = false;
   while (!healthy && std::chrono::steady_clock::now() < deadline) {
     int st = 0;
@@ -216,17 +224,23 @@ bool EtcdServer::wait_healthy() {
       pid_ = -1;
       break;
     }
-    body.clear();
-    healthy = curl_easy_perform(h) == CURLE_OK && body.find("\"true\"") != std::string::npos;
-    if (!healthy) std::this_thread::sleep_for(50ms);
+    auto body = http_get("/health");
+    healthy = body && body->find("\"true\"") != std::string::npos;
+    if (!healthy) std::this_thread::sleep_for(50ms);  // etcd starting: asked again
   }
-  curl_easy_cleanup(h);
   if (!healthy) {
     error_ = "etcd did not start (" + std::string(pid_ < 0 ? "it exited" : "no healthy answer within 30 s") +
                    "); its log ends with: " + log_tail(800);
     kill();
   }
   return healthy;
+}
+
+int EtcdServer::watchers() const {
+  auto body = http_get("/metrics");
+  const std::string name = "\netcd_debugging_mvcc_watcher_total ";
+  std::size_t at = body ? body->find(name) : std::string::npos;
+  return at == std::string::npos ? -1 : std::atoi(body->c_str() + at + name.size());
 }
 
 void EtcdServer::enable_auth(const std::string& password) {
@@ -270,6 +284,15 @@ bool EtcdServer::restart() {
 std::string EtcdServer::log_tail(std::size_t bytes) const {
   std::string text = read_file(dir_ + "/etcd.log");
   return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+}
+
+int EtcdServer::tokens_deleted() const {
+  std::string text = read_file(dir_ + "/etcd.log");
+  int n = 0;
+  for (std::size_t at = text.find("deleted a simple token"); at != std::string::npos;
+       at = text.find("deleted a simple token", at + 1))
+    ++n;
+  return n;
 }
 
 EtcdServer& shared_etcd() {

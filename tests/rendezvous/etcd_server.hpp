@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,13 @@ class EtcdServer {
   // its exit status, its output in *out.
   int etcdctl(const std::string& args, std::string* out = nullptr) const;
 
+  // The watches etcd holds now (its etcd_debugging_mvcc_watcher_total), -1 when it does not answer:
+  // a test knows from it that a blocking call is watching.
+  int watchers() const;
+  // How many times etcd logged that it deleted a simple auth token (its TTL passed unused); needs
+  // "--log-level=info" among extra_args.
+  int tokens_deleted() const;
+
   void kill();     // SIGKILL, as if its host died; the data dir stays
   bool restart();  // starts it again on the same ports and data; false (with error()) if it fails
   bool running() const { return pid_ > 0; }
@@ -63,6 +71,7 @@ class EtcdServer {
   bool make_certificates();
   bool start();
   bool wait_healthy();
+  std::optional<std::string> http_get(const std::string& path) const;
   std::vector<std::string> args() const;
 
   EtcdServerOptions opts_;

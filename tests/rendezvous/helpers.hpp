@@ -1,5 +1,6 @@
 #pragma once
-// Test helpers: a server on a free loopback port, and a raw socket for sending hand-made bytes.
+// Test helpers: a server on a free loopback port, the server's trace of the requests it parks, a raw
+// socket for sending hand-made bytes, and wait_until (wait_until.hpp).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -10,10 +11,13 @@
 #include <memory>
 #include <string>
 
+#include "../common/stderr_capture.hpp"
+#include "dtrain/common/log.hpp"
 #include "dtrain/rendezvous/store/auth.hpp"
 #include "dtrain/rendezvous/store/client.hpp"
 #include "dtrain/rendezvous/server/server.hpp"
 #include "dtrain/rendezvous/store/wire.hpp"
+#include "wait_until.hpp"
 
 namespace rt {
 
@@ -39,6 +43,20 @@ struct TestServer {
   }
   std::unique_ptr<rdzv::TcpStore> connect(std::string run = "run1", int gen = 0, std::string token = {}) const {
     return rdzv::connect_store(client(std::move(run), gen, std::move(token)));
+  }
+};
+
+// The server's trace of the requests it parks ("waits in GET 'k'"), from this process's stderr while
+// alive: a test waits until a blocking call is parked at the server before it does what must end it.
+struct ParkTrace {
+  dtrain::test::StderrCapture log{"dtrain-park-trace"};
+  ParkTrace() { dtrain::log::set_level(dtrain::log::Level::trace); }
+  ~ParkTrace() { dtrain::log::set_level(dtrain::log::Level::warn); }
+  ParkTrace(const ParkTrace&) = delete;
+  ParkTrace& operator=(const ParkTrace&) = delete;
+  // True once the server parked a request that its trace names as `what` ("GET 'late'", "LEAVE").
+  bool parked(const std::string& what, std::chrono::milliseconds t = 30s) const {
+    return wait_until([&] { return log.text().find("waits in " + what) != std::string::npos; }, t);
   }
 };
 

@@ -1,14 +1,16 @@
-// EtcdSession's join barrier (etcd_session.hpp): one join, following an elastic job to the
-// generation that gathers its nodes. Every joiner runs the built-in rendezvous's pure barrier
+// One join of the membership on etcd (etcd_join.hpp), following an elastic job to the generation
+// that gathers its nodes. Every joiner runs the built-in rendezvous's pure barrier
 // (membership/join_barrier.hpp) over the join requests it sees in etcd, in revision order, so that all
 // of them refuse the same nodes and close with the same table; etcd's transaction lets only the
 // first table stand.
-#include <thread>
+#include "etcd_join.hpp"
+
+#include <algorithm>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/net.hpp"
-#include "etcd_session.hpp"
+#include "dtrain/rendezvous/membership/join_barrier.hpp"
 #include "dtrain/rendezvous/store/refused.hpp"
 
 namespace dtrain::etcd {
@@ -26,34 +28,62 @@ constexpr milliseconds kProgressEvery{1000};
 constexpr milliseconds kRetryEvery{1000};
 constexpr int kMaxHops = 8;
 
+// Raises the run's gen key to `to` (never lowers it).
+void raise_generation(Client& client, const Keys& keys, std::int64_t to) {
+  for (;;) {
+    RangeResult r = client.range(keys.gen());
+    if (!r.kvs.empty() && parse_generation(r.kvs[0].value) >= to) return;
+    std::int64_t mod = r.kvs.empty() ? 0 : r.kvs[0].mod_revision;
+    Compare::Target target = r.kvs.empty() ? Compare::Target::create : Compare::Target::mod;
+    if (client.txn({{keys.gen(), target, Compare::Result::equal, mod, {}}}, {Op::put(keys.gen(), std::to_string(to))})
+            .succeeded)
+      return;
+  }
+}
+
+// The generation to join for `wanted`: the run's gen key created or raised to it; an elastic job
+// joins the later one when its nodes gather there already.
+std::int64_t target_generation(Client& client, const Keys& keys, const rdzv::NodeSessionOptions& o, std::int64_t wanted) {
+  TxnResult r = client.txn({{keys.gen(), Compare::Target::create, Compare::Result::equal, 0, {}}},
+                           {Op::put(keys.gen(), std::to_string(wanted))}, {Op::range(keys.gen())});
+  if (r.succeeded) return wanted;
+  std::int64_t now = parse_generation(r.ranges.at(0).kvs.at(0).value);
+  bool elastic = o.min_instances > 0 && o.min_instances < o.instances;
+  std::int64_t g = elastic ? std::max(now, wanted) : wanted;
+  raise_generation(client, keys, g);
+  return g;
+}
+
 }  // namespace
 
 // One join: attempts generation after generation (an elastic job moves on) until a table holds us.
 class JoinRun {
  public:
-  JoinRun(EtcdSession& s, const rdzv::ProgressFn& progress)
-      : s_(s), progress_(progress), start_(Clock::now()), deadline_(start_ + s.opts_.join_timeout) {}
+  JoinRun(const JoinContext& c, const rdzv::ProgressFn& progress)
+      : c_(c), progress_(progress), start_(Clock::now()), deadline_(start_ + c.opts.join_timeout) {}
 
-  rdzv::JoinResult run(std::int64_t generation);
+  EtcdJoined run(std::int64_t generation);
 
  private:
   using Written = std::optional<std::pair<std::string, std::int64_t>>;  // a table's text and revision
 
-  std::optional<rdzv::JoinResult> attempt(std::int64_t g);
+  std::optional<EtcdJoined> attempt(std::int64_t g);
   JoinRequest request() const;
   std::shared_ptr<Watch> enter(std::int64_t g, Written& written);
-  std::optional<rdzv::JoinResult> wait(std::int64_t g, Watch& watch, Written& written);
+  std::optional<EtcdJoined> wait(std::int64_t g, Watch& watch, Written& written);
   void leave();
   std::int64_t move_on(std::int64_t g, const Table& t);
   void add_member(const std::string& id, const JoinRequest& r);
   void remove_member(const std::string& id);
   Table close_barrier(std::int64_t g, std::int64_t& revision);
-  rdzv::JoinResult result_for(std::int64_t g, const Table& t, const Table::Row& row, std::int64_t revision);
+  EtcdJoined result_for(std::int64_t g, const Table& t, const Table::Row& row, std::int64_t revision) const;
   void report(bool reachable, const std::string& why);
   void check_cancelled();
   [[noreturn]] void refuse(ErrorCode code, const std::string& what);
 
-  EtcdSession& s_;
+  std::string where() const { return "etcd " + c_.client.endpoint(); }
+
+  const JoinContext& c_;
   const rdzv::ProgressFn& progress_;
   Clock::time_point start_, deadline_, last_progress_{};
   JoinRequest me_;
@@ -71,25 +101,22 @@ void JoinRun::report(bool reachable, const std::string& why) {
   last_progress_ = now;
   rdzv::JoinProgress p;
   p.reachable = reachable;
-  p.endpoint = "etcd at " + s_.endpoint();
+  p.endpoint = "etcd at " + c_.client.endpoint();
   p.why = why;
   p.joined = barrier_ ? barrier_->joined() : 0;
-  p.instances = barrier_ && barrier_->joined() > 0 ? barrier_->instances() : s_.opts_.instances;
+  p.instances = barrier_ && barrier_->joined() > 0 ? barrier_->instances() : c_.opts.instances;
   p.missing = barrier_ && barrier_->joined() > 0 ? barrier_->missing_short() : std::string("every node");
   p.elapsed = std::chrono::duration_cast<milliseconds>(now - start_);
-  p.timeout = s_.opts_.join_timeout;
+  p.timeout = c_.opts.join_timeout;
   progress_(p);
 }
 
-void JoinRun::check_cancelled() {
-  std::lock_guard lock(s_.mu_);
-  if (s_.join_cancelled_) throw rdzv::Cancelled(fmt::format("joining the rendezvous at etcd {}: cancelled", s_.endpoint()));
-}
+void JoinRun::check_cancelled() { c_.cancel.check(where()); }
 
 // Takes our request out of generation g_'s barrier, where it would otherwise count.
 void JoinRun::leave() {
   try {
-    if (s_.lease_ != 0) s_.client_->erase(s_.keys_.node(g_, s_.lease_));
+    if (std::int64_t lease = c_.lease.id(); lease != 0) c_.client.erase(c_.keys.node(g_, lease));
   } catch (const Error&) {
     // the lease's end removes it too
   }
@@ -100,20 +127,20 @@ void JoinRun::refuse(ErrorCode code, const std::string& what) {
   throw JoinError(code, what);
 }
 
-rdzv::JoinResult JoinRun::run(std::int64_t generation) {
+EtcdJoined JoinRun::run(std::int64_t generation) {
   std::string why;
   for (int hop = 0;;) {
     check_cancelled();
     try {
       if (local_.empty()) {
-        generation = s_.target_generation(generation);
-        s_.start_lease();
-        local_ = s_.client_->local_address();
-        my_id_ = Keys::lease_text(s_.lease_);
+        generation = target_generation(c_.client, c_.keys, c_.opts, generation);
+        c_.lease.start();
+        local_ = c_.client.local_address();
+        my_id_ = Keys::lease_text(c_.lease.id());
       }
       if (auto r = attempt(generation)) return *r;
       generation = g_;  // moved on
-      if (++hop > kMaxHops) throw IoError(fmt::format("etcd {}: the job kept moving to later generations", s_.endpoint()));
+      if (++hop > kMaxHops) throw IoError(fmt::format("{}: the job kept moving to later generations", where()));
       continue;
     } catch (const rdzv::Cancelled&) {
       throw;
@@ -125,11 +152,10 @@ rdzv::JoinResult JoinRun::run(std::int64_t generation) {
     }
     check_cancelled();
     if (Clock::now() >= deadline_)
-      throw IoError(fmt::format("etcd at {} not reachable for the join timeout ({} s): {}", s_.endpoint(),
-                                s_.opts_.join_timeout.count() / 1000, why));
+      throw IoError(fmt::format("etcd at {} not reachable for the join timeout ({} s): {}", c_.client.endpoint(),
+                                c_.opts.join_timeout.count() / 1000, why));
     report(false, why);
-    std::unique_lock lock(s_.mu_);
-    s_.cv_.wait_for(lock, kRetryEvery, [&] { return s_.join_cancelled_; });
+    c_.cancel.wait_for(kRetryEvery);
   }
 }
 
@@ -159,13 +185,13 @@ void JoinRun::remove_member(const std::string& id) {
 
 // Our barrier is ready: close it and write the table, unless another node wrote one first.
 Table JoinRun::close_barrier(std::int64_t g, std::int64_t& revision) {
-  const Keys& k = s_.keys_;
+  const Keys& k = c_.keys;
   barrier_->close(Clock::now());
   std::string text = encode_table(*barrier_, members_, requests_.front().second);
   std::vector<Op> write{Op::put(k.table(g), text)};
   if (g > 0) write.push_back(Op::erase(k.generation(g - 1), prefix_end(k.generation(g - 1))));  // the old generation's keys
-  TxnResult r = s_.client_->txn({{k.table(g), Compare::Target::create, Compare::Result::equal, 0, {}}}, write,
-                                {Op::range(k.table(g))});
+  TxnResult r = c_.client.txn({{k.table(g), Compare::Target::create, Compare::Result::equal, 0, {}}}, write,
+                              {Op::range(k.table(g))});
   if (r.succeeded) {
     revision = r.revision;
     return decode_table(text);
@@ -175,20 +201,19 @@ Table JoinRun::close_barrier(std::int64_t g, std::int64_t& revision) {
   return decode_table(kv.value);
 }
 
-rdzv::JoinResult JoinRun::result_for(std::int64_t g, const Table& t, const Table::Row& row, std::int64_t revision) {
-  rdzv::JoinResult r;
-  r.self = t.reply_for(row);
-  r.table = t.entries();
-  r.generation = int(g);
-  r.local_address = local_;
-  std::lock_guard lock(s_.mu_);
-  s_.table_ = t;
-  s_.table_revision_ = revision;
-  return r;
+EtcdJoined JoinRun::result_for(std::int64_t g, const Table& t, const Table::Row& row, std::int64_t revision) const {
+  EtcdJoined j;
+  j.result.self = t.reply_for(row);
+  j.result.table = t.entries();
+  j.result.generation = int(g);
+  j.result.local_address = local_;
+  j.table = t;
+  j.table_revision = revision;
+  return j;
 }
 
 rdzv::JoinRequest JoinRun::request() const {
-  const auto& o = s_.opts_;
+  const auto& o = c_.opts;
   JoinRequest r;
   r.host = o.host;
   r.requested = o.node_rank;
@@ -208,8 +233,8 @@ rdzv::JoinRequest JoinRun::request() const {
 // every request that was there before ours is seen before it, even one taken back at once (a node
 // that our request makes refuse the job).
 std::shared_ptr<Watch> JoinRun::enter(std::int64_t g, Written& written) {
-  const Keys& k = s_.keys_;
-  auto& client = *s_.client_;
+  const Keys& k = c_.keys;
+  auto& client = c_.client;
   TxnResult both = client.txn({}, {Op::range(k.nodes(g), prefix_end(k.nodes(g))), Op::range(k.table(g))});
   if (const auto& tk = both.ranges.at(1).kvs; !tk.empty()) written.emplace(tk[0].value, tk[0].mod_revision);
   auto watch = std::make_shared<Watch>(client, k.generation(g), prefix_end(k.generation(g)), both.revision + 1);
@@ -219,36 +244,27 @@ std::shared_ptr<Watch> JoinRun::enter(std::int64_t g, Written& written) {
   auto& kvs = both.ranges.at(0).kvs;
   std::sort(kvs.begin(), kvs.end(), [](const auto& a, const auto& b) { return a.create_revision < b.create_revision; });
   for (const auto& kv : kvs) add_member(last_part(kv.key), decode_request(kv.value));
-  client.put(k.node(g, s_.lease_), encode_request(me_), s_.lease_);
+  std::int64_t lease = c_.lease.id();
+  client.put(k.node(g, lease), encode_request(me_), lease);
   return watch;
 }
 
-std::optional<rdzv::JoinResult> JoinRun::attempt(std::int64_t g) {
+std::optional<EtcdJoined> JoinRun::attempt(std::int64_t g) {
   g_ = g;
   me_ = request();
-  if (auto t = s_.client_->range(s_.keys_.table(g)); !t.kvs.empty()) {
+  if (auto t = c_.client.range(c_.keys.table(g)); !t.kvs.empty()) {
     g_ = move_on(g, decode_table(t.kvs[0].value));
     return std::nullopt;
   }
   Written written;
   auto watch = enter(g, written);
-  {
-    std::lock_guard lock(s_.mu_);
-    s_.joining_watch_ = watch;  // cancel_join() closes it
-  }
-  struct Unregister {
-    EtcdSession& s;
-    ~Unregister() {
-      std::lock_guard lock(s.mu_);
-      s.joining_watch_.reset();
-    }
-  } unregister{s_};
+  auto closing = c_.cancel.closing([w = watch.get()] { w->close(); });  // cancel_join() ends the wait
   return wait(g, *watch, written);
 }
 
 // Until a table closes generation g (ours, or the one another node wrote first), or the deadline.
-std::optional<rdzv::JoinResult> JoinRun::wait(std::int64_t g, Watch& watch, Written& written) {
-  const Keys& k = s_.keys_;
+std::optional<EtcdJoined> JoinRun::wait(std::int64_t g, Watch& watch, Written& written) {
+  const Keys& k = c_.keys;
   for (;;) {
     check_cancelled();
     Table t;
@@ -270,7 +286,7 @@ std::optional<rdzv::JoinResult> JoinRun::wait(std::int64_t g, Watch& watch, Writ
       std::string text = barrier_->missing_text();
       leave();
       throw TimeoutError(fmt::format("join timed out after {:g} s: {} of {} nodes joined; {}",
-                                     double(s_.opts_.join_timeout.count()) / 1000.0, barrier_->joined(),
+                                     double(c_.opts.join_timeout.count()) / 1000.0, barrier_->joined(),
                                      barrier_->instances(), text));
     }
     report(true, {});
@@ -287,7 +303,7 @@ std::optional<rdzv::JoinResult> JoinRun::wait(std::int64_t g, Watch& watch, Writ
 
 // Generation g runs with table t, without us: the generation to join instead, or a refusal.
 std::int64_t JoinRun::move_on(std::int64_t g, const Table& t) {
-  const Keys& k = s_.keys_;
+  const Keys& k = c_.keys;
   rdzv::JoinBarrier job;
   job.add(t.job, t.job.addr);
   try {
@@ -300,13 +316,13 @@ std::int64_t JoinRun::move_on(std::int64_t g, const Table& t) {
   if (!me_.elastic())
     throw JoinError(ErrorCode::too_many_nodes,
                     fmt::format("too many nodes: run '{}' generation {} runs with its {} nodes ({}); host {} is one too many",
-                                s_.opts_.store.run_id, g, t.rows.size(), rdzv::list_text(hosts), me_.host));
-  TxnResult now = s_.client_->txn({}, {Op::range(k.events(g), prefix_end(k.events(g))),
+                                c_.opts.store.run_id, g, t.rows.size(), rdzv::list_text(hosts), me_.host));
+  TxnResult now = c_.client.txn({}, {Op::range(k.events(g), prefix_end(k.events(g))),
                                        Op::range(k.done(g), prefix_end(k.done(g))),
                                        Op::range(k.nodes(g), prefix_end(k.nodes(g)))});
   if (!now.ranges.at(1).kvs.empty())
     throw JoinError(ErrorCode::too_many_nodes, fmt::format("host {} cannot join run '{}': its nodes are finishing",
-                                                           me_.host, s_.opts_.store.run_id));
+                                                           me_.host, c_.opts.store.run_id));
   bool ending = false;
   for (const auto& kv : now.ranges.at(0).kvs) ending |= decode_event(kv.value, kv.mod_revision).kind != "joined";
   int alive = 0;
@@ -322,15 +338,15 @@ std::int64_t JoinRun::move_on(std::int64_t g, const Table& t) {
     e.host = me_.host;
     e.generation = g;
     e.message = fmt::format("host {} joins: the job moves to generation {} with {} nodes", me_.host, g + 1, alive + 1);
-    s_.client_->put(k.events(g) + my_id_ + "-joined", encode_event(e));
-    DTRAIN_INFO(rdzv, "etcd {}: run '{}' generation {}: {}", s_.endpoint(), s_.opts_.store.run_id, g, e.message);
+    c_.client.put(k.events(g) + my_id_ + "-joined", encode_event(e));
+    DTRAIN_INFO(rdzv, "{}: run '{}' generation {}: {}", where(), c_.opts.store.run_id, g, e.message);
   }
-  s_.raise_generation(g + 1);
+  raise_generation(c_.client, c_.keys, g + 1);
   return g + 1;
 }
 
-rdzv::JoinResult EtcdSession::run_join(std::int64_t generation, const rdzv::ProgressFn& progress) {
-  JoinRun run(*this, progress);
+EtcdJoined join_etcd(const JoinContext& c, std::int64_t generation, const rdzv::ProgressFn& progress) {
+  JoinRun run(c, progress);
   return run.run(generation);
 }
 

@@ -36,7 +36,13 @@ class DropLog {
 
   // Once the second is over: "N more ... not shown one by one (last: ...)" for the lines held back.
   std::optional<std::string> summary(Clock::time_point now) {
-    if (hidden_ == 0 || now - window_ < std::chrono::seconds(1)) return std::nullopt;
+    if (now - window_ < std::chrono::seconds(1)) return std::nullopt;
+    return flush(now);
+  }
+
+  // The summary of the lines held back so far, at once (the server stops: none may go unsaid).
+  std::optional<std::string> flush(Clock::time_point now) {
+    if (hidden_ == 0) return std::nullopt;
     double secs = std::chrono::duration<double>(now - window_).count();
     std::string text = fmt::format("{} more peers dropped or refused in the last {:.1f} s, not shown one by one (last: {})",
                                    hidden_, secs, last_);

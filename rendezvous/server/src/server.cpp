@@ -87,6 +87,7 @@ struct Server::Impl {
   void begin_stop() {
     if (server.stopping) return;
     server.stopping = true;
+    if (auto text = server.drops.flush(Clock::now())) DTRAIN_WARN(rdzv, "rendezvous: {}", *text);
     listener.close();
     tick.close();
     async.close();

@@ -1,5 +1,7 @@
 #include "wait_list.hpp"
 
+#include "dtrain/common/log.hpp"
+#include "dtrain/common/text.hpp"
 #include "handlers.hpp"
 #include "server_state.hpp"
 #include "scope.hpp"
@@ -38,9 +40,23 @@ void on_timeout(Conn& c) {
   }
 }
 
+const char* park_name(Park what) {
+  switch (what) {
+    case Park::get: return "GET";
+    case Park::barrier: return "BARRIER";
+    case Park::join: return "JOIN";
+    case Park::watch: return "WATCH";
+    case Park::leave: return "LEAVE";
+    case Park::none: break;
+  }
+  return "nothing";
+}
+
 }  // namespace
 
 void park(Conn& c, Park what, std::string key, std::int64_t timeout_ms) {
+  DTRAIN_TRACE(rdzv, "rendezvous: {} ('{}') waits in {}{} for up to {} ms", c.peer, c.hs.name(), park_name(what),
+               key.empty() ? "" : " '" + text::printable(key, 128) + "'", timeout_ms);
   c.park = what;
   c.park_key = std::move(key);
   c.park_timeout_ms = timeout_ms;

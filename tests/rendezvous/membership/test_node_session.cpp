@@ -8,6 +8,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dtrain/common/errors.hpp"
@@ -38,6 +39,13 @@ NodeSessionOptions node_opts(const TestServer& srv, int instances, int rank, con
   o.heartbeat_interval = 100ms;
   o.heartbeat_timeout = 1500ms;
   return o;
+}
+
+int joined(const TestServer& srv) { return query_status(srv.client("job"), "job").joined; }
+
+// Node `rank` waits in the exit barrier: it left (its state is "done") and the others did not yet.
+bool in_exit_barrier(const TestServer& srv, int rank) {
+  return query_status(srv.client("job"), "job").nodes.at(std::size_t(rank)).state == "done";
 }
 
 }  // namespace
@@ -90,11 +98,7 @@ TEST_SUITE("rendezvous::node_session") {
     auto start_first = [&] {
       first = std::make_unique<NodeSession>(node_opts(srv, 2, 0, "h0"));
       fut = std::async(std::launch::async, [&] { return first->join(); });
-      // wait until node 0 is in
-      for (int i = 0; i < 200; ++i) {
-        if (query_status(srv.client("job"), "job").joined == 1) break;
-        std::this_thread::sleep_for(20ms);
-      }
+      REQUIRE(wait_until([&] { return joined(srv) == 1; }));  // node 0 is in
     };
     start_first();
     // nodes of different jobs cannot become one: the waiting node is refused with the same message
@@ -290,10 +294,7 @@ TEST_SUITE("rendezvous::node_session") {
     auto srv = std::make_unique<TestServer>();
     NodeSession s(node_opts(*srv, 3, 1, "h1"));
     auto fut = std::async(std::launch::async, [&] { s.join(); });
-    for (int i = 0; i < 200; ++i) {
-      if (query_status(srv->client("job"), "job").joined == 1) break;
-      std::this_thread::sleep_for(20ms);
-    }
+    REQUIRE(wait_until([&] { return joined(*srv) == 1; }));
     srv->server->stop();
     CHECK_THROWS_WITH_AS(fut.get(), doctest::Contains("1 of 3 nodes joined; missing: node 0, node 2"), IoError);
   }
@@ -309,7 +310,7 @@ TEST_SUITE("rendezvous::node_session") {
     for (auto& x : s) x->start_monitoring({});
     auto t0 = std::chrono::steady_clock::now();
     auto f0 = std::async(std::launch::async, [&] { return s[0]->finish(20s); });
-    std::this_thread::sleep_for(200ms);  // node 0 waits in the barrier
+    REQUIRE(wait_until([&] { return in_exit_barrier(srv, 0); }));
     s[1]->report_failure(4, 5, 0, "late boom");
     auto cause = f0.get();
     CHECK(std::chrono::steady_clock::now() - t0 < 10s);
@@ -335,7 +336,7 @@ TEST_SUITE("rendezvous::node_session") {
     join_all(s);
     for (auto& x : s) x->start_monitoring({});
     auto f0 = std::async(std::launch::async, [&] { return s[0]->finish(20s); });
-    std::this_thread::sleep_for(200ms);
+    REQUIRE(wait_until([&] { return in_exit_barrier(srv, 0); }));
     s[1].reset();  // the agent dies without finishing
     try {
       f0.get();
@@ -354,7 +355,7 @@ TEST_SUITE("rendezvous::node_session") {
     join_all(s);
     for (auto& x : s) x->start_monitoring({});
     auto f0 = std::async(std::launch::async, [&] { return s[0]->finish(20s); });
-    std::this_thread::sleep_for(200ms);
+    REQUIRE(wait_until([&] { return in_exit_barrier(*srv, 0); }));
     srv->server->stop();
     try {
       f0.get();
@@ -370,10 +371,7 @@ TEST_SUITE("rendezvous::node_session") {
     NodeSession s(node_opts(srv, 3, 0, "h0"));
     auto t0 = std::chrono::steady_clock::now();
     auto fut = std::async(std::launch::async, [&] { s.join(); });
-    for (int i = 0; i < 200; ++i) {
-      if (query_status(srv.client("job"), "job").joined == 1) break;
-      std::this_thread::sleep_for(20ms);
-    }
+    REQUIRE(wait_until([&] { return joined(srv) == 1; }));
     s.cancel_join();
     CHECK_THROWS_AS(fut.get(), Cancelled);
     CHECK(std::chrono::steady_clock::now() - t0 < 10s);
@@ -392,8 +390,14 @@ TEST_SUITE("rendezvous::node_session") {
     o.join_timeout = 20s;
     NodeSession s(o);
     auto t0 = std::chrono::steady_clock::now();
-    auto fut = std::async(std::launch::async, [&] { s.join(); });
-    std::this_thread::sleep_for(300ms);
+    std::promise<void> retried;
+    bool told = false;
+    auto fut = std::async(std::launch::async, [&] {
+      s.join([&](const JoinProgress& p) {  // on the joining thread
+        if (!p.reachable && !std::exchange(told, true)) retried.set_value();
+      });
+    });
+    REQUIRE(retried.get_future().wait_for(30s) == std::future_status::ready);  // a connect was refused and retried
     s.cancel_join();
     CHECK_THROWS_WITH_AS(fut.get(), doctest::Contains("cancelled"), Cancelled);
     CHECK(std::chrono::steady_clock::now() - t0 < 5s);
@@ -434,13 +438,7 @@ TEST_SUITE("rendezvous::node_session") {
       for (auto& d : done) d.get();
       sessions.clear();
       // the run is gone once its last connection closed (the server notices within a moment)
-      std::vector<std::string> runs;
-      for (int i = 0; i < 100; ++i) {
-        runs = list_runs(srv.client("", 0));
-        if (runs.empty()) break;
-        std::this_thread::sleep_for(20ms);
-      }
-      CHECK(runs.empty());
+      CHECK(wait_until([&] { return list_runs(srv.client("", 0)).empty(); }));
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dtrain/rendezvous/membership/node_session.hpp"
+#include "dtrain/rendezvous/membership/run_status.hpp"
 #include "helpers.hpp"
 #include "serve_process.hpp"
 
@@ -66,7 +67,15 @@ TEST_SUITE("rendezvous::cmd_rendezvous") {
       n->set_local_state("running", 3, 0, 0);
       n->start_monitoring({});
     }
-    std::this_thread::sleep_for(300ms);  // a heartbeat carries the state
+    ClientOptions asker;
+    asker.host = "127.0.0.1";
+    asker.port = serve.port;
+    asker.token = "cmd-test-token-0123456789abcdef";
+    asker.run_id = "cmdjob";
+    REQUIRE(wait_until([&] {  // a heartbeat of each node carried its state
+      auto st = query_status(asker, "cmdjob");
+      return st.nodes.size() == 2 && st.nodes[0].state == "running" && st.nodes[1].state == "running";
+    }));
     std::string ep = "127.0.0.1:" + std::to_string(serve.port);
 
     auto text = run_dtrain("status --rdzv " + ep + " --token-file " + tok.string());

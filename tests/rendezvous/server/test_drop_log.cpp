@@ -23,6 +23,16 @@ TEST_SUITE("rendezvous::server::drop_log") {
     CHECK(log.admit(t0 + 1200ms, "next"));  // a new window shows lines again
   }
 
+  TEST_CASE("a server that stops sums up the lines held back at once") {
+    DropLog log;
+    auto t0 = DropLog::Clock::now();
+    for (int i = 0; i < 25; ++i) log.admit(t0, "1.2.3.4:5: junk " + std::to_string(i));
+    auto s = log.flush(t0 + 300ms);  // the second is not over
+    REQUIRE(s);
+    CHECK(s->find("5 more peers dropped or refused in the last 0.3 s") == 0);
+    CHECK_FALSE(log.flush(t0 + 400ms));  // said once
+  }
+
   TEST_CASE("a quiet server shows every line") {
     DropLog log;
     auto t = DropLog::Clock::now();

@@ -150,11 +150,12 @@ TEST_SUITE("rendezvous::server") {
   TEST_CASE("stop while clients are blocked, then start again on the same port") {
     int port;
     {
+      ParkTrace trace;
       TestServer srv;
       port = srv.port();
       auto s = srv.connect();
       std::thread t([&] { CHECK_THROWS_AS(s->get("never", 30s), dtrain::IoError); });
-      std::this_thread::sleep_for(100ms);
+      CHECK(trace.parked("GET 'never'"));  // then stop(), which ends the get either way
       srv.server->stop();
       t.join();
     }

@@ -217,8 +217,7 @@ TEST_SUITE("rendezvous::server_hostile") {
     CHECK(e->op == Op::error);
     CHECK(e->str_at(1).find("token mismatch") == 0);
     CHECK(replay.closed_within(5s));
-    std::this_thread::sleep_for(100ms);
-    CHECK(logged_drops(log.text(), "token mismatch") == 1);
+    CHECK(wait_until([&] { return logged_drops(log.text(), "token mismatch") == 1; }));
   }
 
   TEST_CASE("token guessing: each guess costs a connection and a fixed refusal; agents keep being served") {
@@ -250,8 +249,8 @@ TEST_SUITE("rendezvous::server_hostile") {
     CHECK(refused == kThreads * kGuesses);
     CHECK(other == 0);
     CHECK(legit < 10s);
-    std::this_thread::sleep_for(1300ms);  // the rate-limited summary comes once its second is over
-    CHECK(logged_drops(log.text()) == std::size_t(kThreads * kGuesses));
+    // the rate-limited summary comes once its second is over
+    CHECK(wait_until([&] { return logged_drops(log.text()) == std::size_t(kThreads * kGuesses); }));
   }
 
   TEST_CASE("peers that never send, or send one byte at a time, are dropped at the deadline") {
@@ -284,10 +283,9 @@ TEST_SUITE("rendezvous::server_hostile") {
     stop = true;
     drip.join();
     CHECK(took < 4s);  // the deadline counts from the connection, not from the last byte
-    std::this_thread::sleep_for(1300ms);
+    CHECK(wait_until([&] { return logged_drops(log.text()) == 46; }));  // the summary: once its second is over
     std::string text = log.text();
     INFO(text);
-    CHECK(logged_drops(text) == 46);
     CHECK(text.find("did not finish the handshake within 1000 ms") != std::string::npos);
     CHECK(text.find("stalled mid-frame") != std::string::npos);
     CHECK(to_string(store->get("a", 1s)) == std::string(1, char(7)));
@@ -300,8 +298,7 @@ TEST_SUITE("rendezvous::server_hostile") {
       RawConn r(srv.port());
       r.send_bytes(Bytes{0x00, 0x00, 0x10, 0x01, wire::kVersion});  // 4097
       CHECK(r.closed_within(2s));
-      std::this_thread::sleep_for(50ms);
-      CHECK(log.text().find("frame length 4097 exceeds the 4096-byte limit") != std::string::npos);
+      CHECK(wait_until([&] { return log.text().find("frame length 4097 exceeds the 4096-byte limit") != std::string::npos; }));
     }
     SUBCASE("before the handshake: a hello with a name of 5000 bytes") {
       RawConn r(srv.port());
@@ -321,7 +318,7 @@ TEST_SUITE("rendezvous::server_hostile") {
     RawConn r(srv.port());
     r.send_frame(hello("evil\nrendezvous: FAKE LINE\x1b[31m", "run\r\x1b]0;title\x07", auth::random_nonce(), false));
     CHECK(r.closed_within(2s));  // refused: no token
-    std::this_thread::sleep_for(50ms);
+    CHECK(wait_until([&] { return log.text().find("FAKE LINE") != std::string::npos; }));
     std::string text = log.text();
     INFO(text);
     CHECK(text.find("('evil\\x0arendezvous: FAKE LINE\\x1b[31m')") != std::string::npos);
@@ -346,10 +343,10 @@ TEST_SUITE("rendezvous::server_hostile") {
         conns.back()->send_bytes(flood_hello);
         ++opened;
         if (conns.size() > 256) conns.pop_front();
-        std::this_thread::sleep_for(500us);
+        std::this_thread::sleep_for(500us);  // the flood's rate
       }
     });
-    std::this_thread::sleep_for(200ms);
+    CHECK(wait_until([&] { return opened > 256; }));  // the room is full of the flood's connections
     std::chrono::milliseconds took{0};
     for (int i = 0; i < 5; ++i) took = std::max(took, join_alone(srv.port(), kToken, "job" + std::to_string(i)));
     stop = true;
@@ -423,7 +420,7 @@ TEST_SUITE("rendezvous::server_hostile") {
     Flood flood;
     auto t0 = Clock::now();
     auto legit = std::async(std::launch::async, [&] {
-      std::this_thread::sleep_for(200ms);  // in the middle of the flood
+      CHECK(wait_until([&] { return fd_count(serve.pid) > fds0 + 512; }));  // in the middle of the flood
       return join_alone(serve.port, kToken, "job");
     });
     flood.open(serve.port, n);
@@ -436,7 +433,7 @@ TEST_SUITE("rendezvous::server_hostile") {
     fds_peak = std::max(fds_peak, fd_count(serve.pid));
     double flood_s = std::chrono::duration<double>(Clock::now() - t0).count();
     flood.close();
-    std::this_thread::sleep_for(2s);
+    CHECK(wait_until([&] { return fd_count(serve.pid) <= fds0 + 2; }));  // the server closed its side too
     long rss1 = rss_kib(serve.pid);
     int fds1 = fd_count(serve.pid);
     auto after = join_alone(serve.port, kToken, "job3");

@@ -13,6 +13,7 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/rendezvous/store/store.hpp"
+#include "wait_until.hpp"
 #include "dtrain/rendezvous/store/store_barrier.hpp"
 
 namespace rt {
@@ -69,30 +70,28 @@ inline void same_semantics(const Open& open) {
     CHECK_THROWS_AS(s->barrier("b", 0, 1s), dtrain::Error);  // TcpStore refuses it before sending
     CHECK_THROWS_WITH_AS(s->barrier("b", kMaxBarrierCount + 1, 1s), doctest::Contains("out of range"), IoError);
     auto other = open();
-    // The waiter enters with 2 and retries when our count of 3 was in first (then it is refused).
+    // The waiter enters with 2, and again each time our count of 3 was in first (it is refused then).
     std::jthread waiter([&] {
       for (;;) {
         try {
           other->barrier("b", 2, 10s);
           return;
         } catch (const IoError&) {
-          std::this_thread::sleep_for(1ms);
+          std::this_thread::yield();
         }
       }
     });
-    bool refused = false;
-    for (int i = 0; i < 1000 && !refused; ++i) {  // until the waiter is in: a count of 3 is refused
+    // Until the waiter is in, when a count of 3 is refused (alone, ours times out and leaves).
+    CHECK(rt::wait_until([&] {
       try {
         s->barrier("b", 3, 10ms);
       } catch (const IoError& e) {
         CHECK(std::string(e.what()).find("this caller expects 3 but others expect 2") != std::string::npos);
-        refused = true;
+        return true;
       } catch (const TimeoutError&) {
-        // we were in first, alone: timed out and left; let the waiter in
-        std::this_thread::sleep_for(20ms);
       }
-    }
-    CHECK(refused);
+      return false;
+    }));
     s->barrier("b", 2, 10s);
   }
 }

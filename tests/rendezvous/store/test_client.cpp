@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -62,12 +63,13 @@ TEST_SUITE("rendezvous::client") {
   }
 
   TEST_CASE("a blocking get wakes when another client sets the key") {
+    ParkTrace trace;
     TestServer srv;
     auto waiter = srv.connect();
     auto setter = srv.connect();
     std::string got;
     std::thread t([&] { got = to_string(waiter->get("late", 20s)); });
-    std::this_thread::sleep_for(100ms);
+    CHECK(trace.parked("GET 'late'"));  // the set wakes it, not finds it first
     setter->set("late", as_bytes("here"));
     t.join();
     CHECK(got == "here");
@@ -168,10 +170,11 @@ TEST_SUITE("rendezvous::client") {
   }
 
   TEST_CASE("a client sees the server going away as IoError") {
+    ParkTrace trace;
     auto srv = std::make_unique<TestServer>();
     auto s = srv->connect();
     std::thread t([&] {
-      std::this_thread::sleep_for(100ms);
+      CHECK(trace.parked("GET 'x'"));  // the server goes away under a parked get
       srv->server->stop();
     });
     CHECK_THROWS_AS(s->get("x", 20s), IoError);
@@ -180,12 +183,13 @@ TEST_SUITE("rendezvous::client") {
 
   TEST_CASE("a Canceller abandons connect_store: retries, a silent host's handshake; not a connected store") {
     auto cancel = std::make_shared<Canceller>();
-    // connect_store(c) with the canceller raised 300 ms in: Cancelled, long before any timeout
-    auto cancelled_soon = [&](ClientOptions c) {
+    // connect_store(c) with the canceller raised by another thread once `connecting()` says the
+    // connect is under way: Cancelled, long before any timeout
+    auto cancelled_while = [&](ClientOptions c, const std::function<bool()>& connecting) {
       c.cancel = cancel;
       auto t0 = std::chrono::steady_clock::now();
       std::thread t([&] {
-        std::this_thread::sleep_for(300ms);
+        CHECK(wait_until(connecting));
         cancel->raise();
       });
       CHECK_THROWS_AS(connect_store(c), Cancelled);
@@ -204,7 +208,9 @@ TEST_SUITE("rendezvous::client") {
       c.host = "127.0.0.1";
       c.port = dtrain::net::pick_free_port("127.0.0.1");
       c.connect_timeout = 20s;
-      cancelled_soon(c);
+      std::atomic<bool> retried{false};
+      c.on_retry = [&](std::chrono::milliseconds, const std::string&) { retried = true; };
+      cancelled_while(c, [&] { return retried.load(); });
     }
     SUBCASE("raised while a listener never answers the handshake") {
       int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -218,7 +224,10 @@ TEST_SUITE("rendezvous::client") {
       ClientOptions c;
       c.host = "127.0.0.1";
       c.port = ntohs(a.sin_port);
-      cancelled_soon(c);
+      cancelled_while(c, [&] {  // connected (the listener's queue holds it): waiting for the challenge
+        pollfd p{fd, POLLIN, 0};
+        return ::poll(&p, 1, 0) == 1;
+      });
       ::close(fd);
     }
     SUBCASE("raised after the connect: the store keeps working") {

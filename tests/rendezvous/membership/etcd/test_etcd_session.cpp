@@ -13,6 +13,7 @@
 #include "dtrain/common/errors.hpp"
 #include "etcd_server.hpp"
 #include "etcd_session.hpp"
+#include "wait_until.hpp"
 #include "../membership_test.hpp"
 
 using namespace dtrain::etcd;
@@ -45,6 +46,11 @@ std::unique_ptr<EtcdSession> session(const etcdtest::EtcdServer& etcd, const Nod
   return std::make_unique<EtcdSession>(std::make_shared<Client>(etcd.options()), o);
 }
 
+// The join requests in generation 0 of run `run`.
+std::size_t requests(const etcdtest::EtcdServer& etcd, const std::string& run) {
+  return Client(etcd.options()).range_prefix(Keys(run).nodes(0)).kvs.size();
+}
+
 // Three nodes of run `run` (node ranks 0-2 on hosts h0-h2), joined, node i's events going to ev[i]
 // (declared by the caller before the sessions, which call into it until they end).
 std::vector<std::unique_ptr<EtcdSession>> three_joined(const etcdtest::EtcdServer& etcd, const std::string& run,
@@ -60,7 +66,7 @@ std::vector<std::unique_ptr<EtcdSession>> three_joined(const etcdtest::EtcdServe
 
 TEST_SUITE("etcd::session") {
   TEST_CASE("three nodes join through etcd and get one rank table; the exit barrier ends the run's keys") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;
@@ -89,7 +95,7 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("a failure reported by one node reaches every node, and all name the same root cause") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);
     auto s = three_joined(etcd, "r2", ev);
@@ -111,7 +117,7 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("a node that goes away without finishing is lost once its lease ends; a node that finished is not") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     std::vector<Events> ev(3);
     auto s = three_joined(etcd, "r3", ev);
@@ -126,14 +132,14 @@ TEST_SUITE("etcd::session") {
   }
 
   TEST_CASE("a node of another job, and two nodes asking for one rank, are refused by name") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     auto a = session(etcd, node_opts("r4", 2, 0, "a"));
     auto o = node_opts("r4", 2, 1, "b");
     o.spec_hash = "command=train\nprocs_per_instance=4";
     auto b = session(etcd, o);
     auto fa = std::async(std::launch::async, [&] { return a->join(); });
-    std::this_thread::sleep_for(300ms);
+    REQUIRE(rt::wait_until([&] { return requests(etcd, "r4") == 1; }));  // a's request is in
     auto fb = std::async(std::launch::async, [&] { return b->join(); });
     CHECK_THROWS_WITH_AS(fb.get(), doctest::Contains("procs_per_instance"), dtrain::rdzv::JoinError);
     CHECK_THROWS_AS(fa.get(), dtrain::rdzv::JoinError);  // every joiner of the barrier is refused with it
@@ -141,14 +147,14 @@ TEST_SUITE("etcd::session") {
     auto c = session(etcd, node_opts("r5", 2, 0, "c"));
     auto d = session(etcd, node_opts("r5", 2, 0, "d"));
     auto fc = std::async(std::launch::async, [&] { return c->join(); });
-    std::this_thread::sleep_for(300ms);
+    REQUIRE(rt::wait_until([&] { return requests(etcd, "r5") == 1; }));
     CHECK_THROWS_WITH_AS(d->join(), doctest::Contains("node rank 0"), dtrain::rdzv::JoinError);
     c->cancel_join();
     CHECK_THROWS_AS(fc.get(), dtrain::rdzv::Cancelled);
   }
 
   TEST_CASE("an elastic 2:3 job closes with two after the last call; a third node moves it to generation 1") {
-    etcdtest::EtcdServer etcd;
+    auto& etcd = etcdtest::shared_etcd();  // each case a run id of its own
     REQUIRE_ETCD(etcd);
     std::vector<Events> ev(2);  // outlives the sessions, whose watchers call into it
     std::vector<std::unique_ptr<EtcdSession>> s;

@@ -10,6 +10,7 @@
 #include "client.hpp"
 #include "dtrain/common/errors.hpp"
 #include "etcd_server.hpp"
+#include "wait_until.hpp"
 
 using namespace dtrain::etcd;
 using namespace std::chrono_literals;
@@ -102,7 +103,9 @@ TEST_SUITE("etcd::client") {
     Client c(etcd.options());
     Watch w(c, etcdtest::unique_prefix(), "", 0);
     auto t0 = Clock::now();
+    std::atomic<pid_t> tid{0};
     auto waiting = std::async(std::launch::async, [&] {
+      tid = ::gettid();
       try {
         w.next(30s);
         return std::string("returned");
@@ -110,7 +113,7 @@ TEST_SUITE("etcd::client") {
         return std::string(e.what());
       }
     });
-    std::this_thread::sleep_for(200ms);
+    CHECK(rt::wait_until([&] { return tid != 0 && rt::blocked(tid); }));  // waiting in next()
     CHECK_FALSE(w.closed());
     w.close();
     REQUIRE(waiting.wait_for(5s) == std::future_status::ready);
@@ -141,8 +144,9 @@ TEST_SUITE("etcd::client") {
     c.put("/k", "1");
     CHECK(collect(w, 1).size() == 1);
     auto t0 = Clock::now();
+    const pid_t me = ::gettid();
     std::thread killer([&] {
-      std::this_thread::sleep_for(200ms);
+      CHECK(rt::wait_until([&] { return rt::blocked(me); }));  // waiting in the next() below
       etcd.kill();
     });
     CHECK_THROWS_WITH_AS(w.next(20s), doctest::Contains("ended"), dtrain::IoError);

@@ -13,14 +13,15 @@
 //   on success: s.finish(timeout);             // exit barrier: returns once every node finished,
 //                                              // or the failure that ended the wait early
 //
-// Protocol (server side in server.cpp, docs/wire-protocol.md): the join uses its own connection,
-// which stays the node's session (heartbeats, reports, exit barrier); a second connection blocks in
-// `watch` so a job event reaches every agent at once. An agent whose session connection closes
-// without finishing, or that misses heartbeats for heartbeat_timeout, is declared lost by the server
-// and every agent's watcher wakes with a "lost" event. If this agent loses the server itself, it gets
-// a synthetic "lost" event with node -1 naming the rendezvous. The watcher keeps running through the
-// exit barrier, so a failure or a loss elsewhere ends the wait at once (watch_loop is the only place
-// that waits for job events).
+// Protocol (server side in rendezvous/server, docs/wire-protocol.md): the join (src/node_join.cpp)
+// uses its own connection, which stays the node's session (heartbeats, reports, exit barrier); a
+// second connection blocks in `watch` (event_watch.hpp) so a job event reaches every agent at once.
+// An agent whose session connection closes without finishing, or that misses heartbeats
+// (heartbeat.hpp) for heartbeat_timeout, is declared lost by the server and every agent's watcher
+// wakes with a "lost" event. If this agent loses the server itself, it gets a synthetic "lost" event
+// with node -1 naming the rendezvous. The watcher keeps running through the exit barrier, so a
+// failure or a loss elsewhere ends the wait at once. Every event goes through JobEvents
+// (job_events.hpp), which delivers it once and keeps the root cause.
 //
 // Threading: join(), rejoin(), finish() and the destructor belong to one controlling thread (the
 // agent's). report_failure(), set_local_state(), root_cause(), result() are thread-safe, and so is
@@ -35,18 +36,17 @@
 // AuthError, IoError, Cancelled (cancel_join()). finish() throws NodeLostError when a node or the
 // rendezvous was lost before every node finished, TimeoutError naming the nodes that never finished.
 #include <chrono>
-#include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "dtrain/rendezvous/store/client.hpp"
+#include "dtrain/rendezvous/membership/event_watch.hpp"
+#include "dtrain/rendezvous/membership/heartbeat.hpp"
+#include "dtrain/rendezvous/membership/job_events.hpp"
+#include "dtrain/rendezvous/membership/join_cancel.hpp"
 #include "dtrain/rendezvous/membership/membership.hpp"
-#include "dtrain/rendezvous/membership/records.hpp"
+#include "dtrain/rendezvous/store/client.hpp"
 
 namespace dtrain::rdzv {
 
@@ -92,46 +92,18 @@ class NodeSession final : public Membership {
   TcpStore& store();
 
  private:
-  std::unique_ptr<TcpStore> connect_for_join(const ClientOptions& co);
-  JoinResult join_once(const ClientOptions& co, const ProgressFn& progress, std::unique_ptr<TcpStore>& conn);
-  JoinResult run_join(TcpStore& conn, const ProgressFn& progress);
   std::optional<Event> leave(std::chrono::milliseconds timeout);
   void report(int rank, int exit_code, int signal, const std::string& message, const char* kind);
-  void stop_heartbeats();
-  void heartbeat_loop();
-  void watch_loop();
-  void emit(const Event& e);
   void close_all();
 
   NodeSessionOptions opts_;
-  std::shared_ptr<Canceller> join_cancel_;
+  JoinCancel cancel_;
+  JobEvents events_;
+  Heartbeat heartbeat_;
+  EventWatch watch_;
+  mutable std::mutex mu_;  // session_ and result_: report() and result() come from other threads
   std::unique_ptr<TcpStore> session_;
-  std::unique_ptr<TcpStore> watcher_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  // The heartbeat and watch threads and what stops them (the flags under mu_).
-  struct Threads {
-    std::thread heartbeat, watch;
-    bool hb_stop = false, watch_stop = false;
-    bool watch_ended = false;  // the watcher lost its connection
-  } threads_;
-  // under mu_:
-  bool finished_ = false;        // in or past the exit barrier: losing the server is expected
-  bool in_barrier_ = false;      // finish() waits: a fatal event breaks the wait
-  TcpStore* joining_ = nullptr;  // the connection of a join in progress (cancel_join closes it)
-  bool join_cancelled_ = false;
-  // What the next heartbeat carries: this node's state and workers, and its progress lines.
-  struct Local {
-    std::string state = "joined";
-    int running = 0, exited = 0, restarts = 0;
-    std::optional<std::string> progress;  // not yet stored
-  } local_;
   JoinResult result_;
-  std::optional<Event> root_;
-  std::int64_t last_seq_ = 0;
-  bool server_lost_emitted_ = false;
-  EventFn on_event_;
-  std::mutex emit_mu_;
 };
 
 }  // namespace dtrain::rdzv

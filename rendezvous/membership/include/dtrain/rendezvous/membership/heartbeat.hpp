@@ -1,0 +1,50 @@
+#pragma once
+// Heartbeat: the built-in session's heartbeat thread. Every interval it sends HEARTBEAT on the
+// node's session connection with what the agent last said of this node (its state and worker
+// counts, as `dtrain status` shows them), and stores the agent's latest progress lines under
+// progress_key(node) (run_status.hpp) once after each change. A heartbeat that fails is the
+// rendezvous lost: `on_lost` runs once, with why, and the thread ends.
+//
+// Threading: start() and stop() belong to the session's controlling thread; set_state() and
+// set_progress() are thread-safe. What was set survives a stop() and a later start() (a rejoin).
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "dtrain/rendezvous/store/client.hpp"
+
+namespace dtrain::rdzv {
+
+class Heartbeat {
+ public:
+  explicit Heartbeat(std::chrono::milliseconds interval) : interval_(interval) {}
+  ~Heartbeat() { stop(); }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  // `session` (the node's joined connection) must outlive the thread (stop()).
+  void start(TcpStore& session, int node_rank, std::function<void(const std::string& why)> on_lost);
+  void stop();  // idempotent; the heartbeat in flight completes first
+
+  void set_state(std::string state, int running, int exited, int restarts);
+  void set_progress(std::string text);
+
+ private:
+  void loop(TcpStore& session, int node_rank, const std::function<void(const std::string&)>& on_lost);
+
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  // what the next heartbeat carries
+  std::string state_ = "joined";
+  int running_ = 0, exited_ = 0, restarts_ = 0;
+  std::optional<std::string> progress_;  // not yet stored
+  std::thread thread_;
+};
+
+}  // namespace dtrain::rdzv

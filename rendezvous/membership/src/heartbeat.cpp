@@ -1,0 +1,68 @@
+// Heartbeat (heartbeat.hpp): the built-in session's heartbeat thread.
+#include "dtrain/rendezvous/membership/heartbeat.hpp"
+
+#include <utility>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/rendezvous/membership/run_status.hpp"
+
+namespace dtrain::rdzv {
+namespace {
+constexpr std::chrono::milliseconds kOpTimeout{60000};
+}  // namespace
+
+void Heartbeat::start(TcpStore& session, int node_rank, std::function<void(const std::string&)> on_lost) {
+  stop();
+  {
+    std::lock_guard lock(mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this, &session, node_rank, on_lost = std::move(on_lost)] { loop(session, node_rank, on_lost); });
+}
+
+void Heartbeat::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Heartbeat::set_state(std::string state, int running, int exited, int restarts) {
+  std::lock_guard lock(mu_);
+  state_ = std::move(state);
+  running_ = running;
+  exited_ = exited;
+  restarts_ = restarts;
+}
+
+void Heartbeat::set_progress(std::string text) {
+  std::lock_guard lock(mu_);
+  progress_ = std::move(text);
+}
+
+void Heartbeat::loop(TcpStore& session, int node_rank, const std::function<void(const std::string&)>& on_lost) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait_for(lock, interval_, [&] { return stop_; });
+    if (stop_) return;
+    wire::Frame hb(wire::Op::heartbeat);
+    hb.str(state_).i64(running_).i64(exited_).i64(restarts_);
+    std::optional<std::string> progress = std::exchange(progress_, std::nullopt);
+    lock.unlock();
+    try {
+      session.call(hb, kOpTimeout);
+      if (progress) session.set(progress_key(node_rank), as_bytes(*progress));
+    } catch (const Error& e) {
+      lock.lock();
+      if (stop_) return;
+      lock.unlock();
+      on_lost(fmt::format("heartbeat to the rendezvous failed: {}", e.what()));
+      return;
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace dtrain::rdzv
