@@ -11,8 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/env.hpp"
+#include "dtrain/agent/worker_exit.hpp"
+#include "dtrain/config/plan.hpp"
 #include "escapees.hpp"
 #include "guardian.hpp"
 #include "progress_board.hpp"
