@@ -104,7 +104,8 @@ TEST_CASE("an elastic job at its maximum refuses one more node, and a node of an
 
 TEST_CASE("the demo worker after an elastic shrink ends with the weights of a run started at that size from the same checkpoint") {
   const fs::path worker = DEMO_WORKER;
-  // rank 0 of a later generation keeps the checkpoints it resumes from, for run B
+  // rank 0 of a later generation keeps the checkpoints it resumes from, for run B; the steps are paced
+  // (15 ms each, 200 of them) so that the job still runs when the test has seen step 20 and kills node 2
   const std::string script = fmt::format(
       "if [ \"$DTRAIN_GENERATION\" != 0 ] && [ \"$RANK\" = 0 ]; then cp -r \"$DTRAIN_CHECKPOINT_DIR\" "
       "\"$T/resume-$DTRAIN_GENERATION\"; fi; exec '{}' --float64 --checkpoint-every 1 --step-sleep-ms 15 "
