@@ -88,7 +88,6 @@ std::vector<std::string> split_program(const CLI::App& sub, const std::vector<st
       // JOB.json as the first word keeps the options after it (the job file form)
       if (!job_file && ends_with(a, ".json")) {
         job_file = true;
-        out.job_file = a;
         cli.push_back(a);
         continue;
       }
@@ -108,13 +107,7 @@ std::vector<std::string> split_program(const CLI::App& sub, const std::vector<st
     }
     if (opt == nullptr) unknown_option(sub, name);
     cli.push_back(eq == std::string::npos ? name : name + a.substr(eq));
-    std::string value = eq == std::string::npos ? std::string() : a.substr(eq + 1);
-    if (eq == std::string::npos && opt->get_items_expected_max() > 0 && i + 1 < args.size()) {
-      value = args[++i];
-      cli.push_back(value);
-    }
-    if (name == "--spec") out.job_file = value;
-    if (name == "--set") out.sets.push_back(value);
+    if (eq == std::string::npos && opt->get_items_expected_max() > 0 && i + 1 < args.size()) cli.push_back(args[++i]);
   }
   return cli;
 }

@@ -23,8 +23,6 @@ struct ProgramWords {
   std::vector<std::string> words;     // the program and its arguments ("" when none was given)
   bool after_dashdash = false;        // given as `-- PROG ARGS`: a program run as it is
   std::vector<std::string> appended;  // `JOB.json -- ARGS`: appended to the job's command
-  std::string job_file;               // JOB.json or --spec FILE ("" when none), for PET_* (pet_env.hpp)
-  std::vector<std::string> sets;      // the --set assignments, for PET_*
 };
 
 // `args` are the words after the subcommand's name. Returns those CLI11 must parse (options with

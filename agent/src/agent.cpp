@@ -18,12 +18,10 @@ namespace dtrain::agent {
 
 namespace {
 
+// The launch's own part of the job's policy (the job's settings are read from the plan's spec).
 JobPolicy policy_of(const AgentOptions& o) {
   JobPolicy p;
-  p.max_restarts = o.plan.spec.restart.max_restarts;
   p.external_start = o.external_start;
-  p.grace_s = o.plan.spec.grace_s;
-  p.max_runtime_s = o.plan.spec.max_runtime_s;
   p.master_port = o.master_port ? o.master_port : o.plan.identity.master_port;
   p.first_generation = o.first_generation;
   return p;
@@ -34,7 +32,7 @@ JobPolicy policy_of(const AgentOptions& o) {
 Agent::Impl::Impl(AgentOptions o, AgentHooks h)
     : opt(std::move(o)),
       hooks(std::move(h)),
-      machine(policy_of(opt)),
+      machine(opt.plan.spec, policy_of(opt)),
       terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
       router(opt.plan.spec.output, opt.output, terminal),
       gen(router, guardian, reaper, *this),
@@ -139,7 +137,7 @@ void Agent::Impl::execute(const job::Spawn& a) {
 
 void Agent::Impl::execute(const job::Kill& a) {
   gen.group().kill(a.sig, a.stopping);
-  if (a.arm_grace && gen.group().live() > 0) grace.start(opt.plan.spec.grace_s);
+  if (a.grace_s && gen.group().live() > 0) grace.start(*a.grace_s);
 }
 
 void Agent::Impl::execute(const job::LocalFailure& a) {

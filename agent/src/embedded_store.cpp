@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "dtrain/common/log.hpp"
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 
 namespace dtrain::agent {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "dtrain/common/uv_handle.hpp"
-#include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
 #include "event_loop.hpp"
 
 namespace dtrain::agent {

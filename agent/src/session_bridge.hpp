@@ -45,7 +45,7 @@
 #include "dtrain/agent/events.hpp"
 #include "dtrain/agent/job_state.hpp"
 #include "dtrain/agent/worker_exit.hpp"
-#include "dtrain/rendezvous/records.hpp"
+#include "dtrain/rendezvous/membership/records.hpp"
 
 namespace dtrain::agent::bridge {
 

@@ -10,7 +10,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/system.hpp"
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 #include "failure_report.hpp"
 
 namespace dtrain::agent {
@@ -37,7 +37,6 @@ StartupContext::StartupContext(const AgentOptions& o, EnvMap base_env) : base_en
   (void)format_tag(spec.output.tag_format, 0, 0, 0, "stdout");  // a bad tag format fails before anything runs
   guardian_ = find_guardian_program(o.self_exe, o.shim);
 
-  ctx_.max_restarts = spec.restart.max_restarts;
   ctx_.run_id = o.plan.run_id.empty() ? fmt::format("dtrain-{}", ::getpid()) : o.plan.run_id;
   ctx_.master_addr = master_addr_of(o.plan);
   ctx_.store_addr = o.store_addr;

@@ -241,7 +241,8 @@ std::optional<int> exported_master_port(const Environment& env, Problems& out) {
 
 Sourced choose_instances(const JobSpec& spec, const Overrides& ov, const std::optional<EnvIdentity>& e, Problems& out) {
   Sourced instances{1, "default", ""};
-  if (ov.nodes) instances = {*ov.nodes, "flags", "--nnodes"};
+  if (const FlagSet* f = ov.flag_for("/cluster/instances"); f != nullptr && spec.cluster.instances)
+    instances = {*spec.cluster.instances, "flags", f->flag};
   else if (spec.cluster.instances) instances = {*spec.cluster.instances, "spec", "/cluster/instances"};
   else if (e && e->instances) instances = *e->instances;
   if (e && e->scheduler && e->instances && instances.source != e->source && instances.value != e->instances->value)
@@ -285,7 +286,7 @@ void choose_master(NodeIdentity& id, const JobSpec& spec, const Overrides& ov, c
   } else if (spec.rendezvous.endpoint) {
     try {
       id.master_addr = net::parse_host_port(*spec.rendezvous.endpoint, "endpoint").host;
-      id.field_sources["master_addr"] = ov.rdzv ? "flags" : "spec";
+      id.field_sources["master_addr"] = ov.flag_for("/rendezvous/endpoint") != nullptr ? "flags" : "spec";
     } catch (const ConfigError&) {
     }
   }

@@ -251,7 +251,7 @@ void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
   const auto& id = plan.identity;
   if (spec.rendezvous.endpoint) {
     plan.rdzv_endpoint = *spec.rendezvous.endpoint;
-    plan.rdzv_source = ov.rdzv ? "flags" : "spec";
+    plan.rdzv_source = ov.flag_for("/rendezvous/endpoint") != nullptr ? "flags" : "spec";
   } else if (plan.instances > 1) {
     const auto& src = plan.identity.field_sources.at("master_addr");
     if (src != "default" && !id.master_addr.empty()) {
@@ -274,10 +274,10 @@ void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
   }
 }
 
-int choose_min_instances(const Plan& plan, const Overrides& ov) {
+// An elastic range is the spec's (--nnodes MIN:MAX sets it there); other sources give a fixed count.
+int choose_min_instances(const Plan& plan) {
   const auto& src = plan.identity.field_sources.at("instances");
-  if (src == "flags") return ov.min_nodes.value_or(plan.instances);
-  if (src == "spec") return plan.spec.cluster.min_instances.value_or(plan.instances);
+  if (src == "flags" || src == "spec") return plan.spec.cluster.min_instances.value_or(plan.instances);
   return plan.instances;
 }
 
@@ -352,7 +352,7 @@ Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env)
   plan.identity = detail::discover_identity(spec, ov, env, problems);
   plan.warnings = plan.identity.warnings;
   plan.instances = plan.identity.instances;
-  plan.min_instances = choose_min_instances(plan, ov);
+  plan.min_instances = choose_min_instances(plan);
   place_workers(plan, ov, env, problems);
   number_ranks(plan, problems);
   if (plan_layout(plan, problems) && spec.has_batch) plan_batch(plan, problems);

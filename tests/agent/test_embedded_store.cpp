@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "dtrain/common/errors.hpp"
-#include "dtrain/rendezvous/client.hpp"
+#include "dtrain/rendezvous/store/client.hpp"
 #include "embedded_store.hpp"
 
 using dtrain::agent::EmbeddedStore;
