@@ -186,9 +186,10 @@ struct Job {
   }
 };
 
-// An elastic 2:4 job: its instances, the rest of its spec, and its workers' script (generation 0
-// proves its collectives, then runs until the job changes; later generations prove theirs and end).
-inline constexpr const char* kElastic = R"({"min": 2, "max": 4})";
+// An elastic 2:3 job (three nodes fill its barrier at once; two close it once the last call passed):
+// its instances, the rest of its spec, and its workers' script (generation 0 proves its collectives,
+// then runs until the job changes; later generations prove theirs and end).
+inline constexpr const char* kElastic = R"({"min": 2, "max": 3})";
 inline constexpr const char* kElasticExtra = R"(, "batch": {"global": 24}, "restart": {"max_restarts": 2})";
 inline std::string elastic_script() {
   return fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then '{0}' --count 1000 --iters 2 || exit 9; exec sleep 60; fi; "
