@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "app.hpp"
 #include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/multinode.hpp"
@@ -20,6 +22,11 @@ int launch(LaunchArgs& a) {
   sys::raise_fd_limit();  // every worker holds pipes and log files open in the agent
   // the resolved launch (spec + flags + environment); the agent reads the job's settings from it
   config::Launch l = resolve(a, /*job_required=*/false);
+  // -H/--hosts from a machine that is not one of the hosts: this launch has no node of its own
+  if (const auto& hosts = l.plan.hosts; hosts && hosts->this_host < 0)
+    throw ConfigError(fmt::format("{}: this machine ({}) is not one of the hosts; run dtrain launch with the same "
+                                  "words on each host (its node rank is its place in the list, or --node-rank R)",
+                                  hosts->from, l.plan.identity.host));
   agent::AgentOptions o;
   o.embed_store = true;
   o.reap_escapees = true;  // this process has no children but the ones the agent spawns

@@ -19,18 +19,18 @@ void add_launch_options(CLI::App* sub, LaunchArgs& args) {
     const config::FlagRow* r = &row;
     switch (row.kind) {
       case config::FlagKind::toggle:
-        sub->add_flag_callback(row.names, [&in, r] { in.flags.push_back({r, ""}); }, row.help);
+        sub->add_flag_callback(cli11_names(row), [&in, r] { in.flags.push_back({r, ""}); }, row.help);
         break;
       case config::FlagKind::value:
         // torchrun (argparse) takes the last of a repeated option
-        sub->add_option_function<std::string>(row.names, [&in, r](const std::string& v) { in.flags.push_back({r, v}); },
+        sub->add_option_function<std::string>(cli11_names(row), [&in, r](const std::string& v) { in.flags.push_back({r, v}); },
                                               row.help)
             ->type_name(row.type_name)
             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
         break;
       case config::FlagKind::repeated:
         sub->add_option_function<std::vector<std::string>>(
-               row.names,
+               cli11_names(row),
                [&in, r](const std::vector<std::string>& vs) {
                  for (const auto& v : vs) in.flags.push_back({r, v});
                },

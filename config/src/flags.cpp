@@ -13,6 +13,7 @@ namespace {
 using json = nlohmann::json;
 using detail::FlagSink;
 constexpr auto kTorchrun = FlagFamily::torchrun;
+constexpr auto kMpirun = FlagFamily::mpirun;
 constexpr auto kDtrain = FlagFamily::dtrain;
 constexpr auto kValue = FlagKind::value;
 constexpr auto kToggle = FlagKind::toggle;
@@ -89,6 +90,16 @@ constexpr FlagRow kRows[] = {
   {"--shutdown-timeout", "PET_SHUTDOWN_TIMEOUT", kValue, "/grace_s", "SECONDS",
    "torchrun's name of --grace: seconds between SIGTERM and SIGKILL when stopping workers (grace_s)", kTorchrun},
 
+  // mpirun's words (-np, -ppn: one dash, several letters, as mpirun and Intel MPI write them)
+  {"-n,-np", nullptr, kValue, "total_ranks", "N",
+   "mpirun's -n/-np: the job's workers in all (the world size); with -ppn, --nproc-per-node or --nnodes the other "
+   "count follows", kMpirun},
+  {"--npernode,-ppn", nullptr, kValue, "nproc_per_node", "N", "mpirun's -ppn/--npernode: workers per node, as "
+   "--nproc-per-node", kMpirun},
+  {"-H,--host,--hosts", nullptr, kValue, "hosts", "HOST[:N],...",
+   "mpirun's -H: the job's hosts, node ranks in this order, N workers on each (a host without :N takes the job's "
+   "workers per node); the first serves the rendezvous", kMpirun},
+
   // dtrain's own
   {"--spec", nullptr, kValue, "spec", "JOB.json", "job spec file that supplies what the flags and the program do not", kDtrain},
   {"--python", nullptr, kValue, "python", "PATH",
@@ -119,6 +130,7 @@ std::vector<std::string> flag_names(const FlagRow& row) { return text::split(row
 
 std::string flag_name(const FlagRow& row) {
   auto names = flag_names(row);
+  if (row.family == FlagFamily::mpirun) return names.front();  // -n, -H: mpirun's own spelling
   for (const auto& n : names)
     if (n.rfind("--", 0) == 0) return n;
   return names.front();

@@ -29,6 +29,7 @@ struct LaunchState {
   StreamChoice tee;
   std::vector<SpecProblem> problems;
   std::vector<std::string> notes;
+  std::string applying;  // the flag and value being applied, as messages name them ("-H a:4,b:4")
   // target -> the row that set it and the value, so that two flags saying different things about
   // one target are refused
   std::map<std::string, std::pair<const FlagRow*, nlohmann::json>> given;

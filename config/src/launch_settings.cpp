@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/config/hosts.hpp"
 #include "launch_internal.hpp"
 #include "spec_internal.hpp"
 
@@ -57,6 +58,19 @@ void check_streams(const json& v, const std::string& path, Problems& out) {
   }
 }
 
+void check_hosts(const json& v, const std::string& path, Problems& out) {
+  try {
+    (void)parse_host_list(str(v));
+  } catch (const ConfigError& e) {
+    out.push_back({path, e.what()});
+  }
+}
+
+void apply_hosts(LaunchState& st, const json& v) {
+  st.ov.hosts = parse_host_list(str(v));
+  st.ov.hosts_from = st.applying;
+}
+
 void check_start_method(const json& v, const std::string& path, Problems& out) {
   const std::string& s = str(v);
   if (s != "spawn" && s != "fork" && s != "forkserver")
@@ -74,6 +88,8 @@ constexpr FieldInfo rule(const char* name, FieldType type, const char* doc, doub
 const SettingInfo kSettings[] = {
   {rule("nproc_per_node", kStr, "workers per node", 0, 0, false, check_nproc), apply_nproc,
    "/cluster/gpus_per_instance /cluster/procs_per_instance /cluster/instance_type"},
+  {rule("total_ranks", kInt, "the world size", 1, 1 << 20), [](LaunchState& st, const json& v) { st.ov.total_ranks = v.get<int>(); }},
+  {rule("hosts", kStr, "the job's hosts", 0, 0, false, check_hosts), apply_hosts},
   {rule("node_rank", kInt, "this node's rank", 0, 65535), [](LaunchState& st, const json& v) { st.ov.node_rank = v.get<int>(); }},
   {rule("standalone", kBool, "one node, a rendezvous of its own"),
    [](LaunchState& st, const json& v) { st.ov.standalone = v.get<bool>(); }, "/rendezvous/endpoint"},
@@ -190,6 +206,7 @@ void FlagSink::setting(const std::string& name, const json& value) {
     for (auto& p : c.problems) problem(std::move(p.message));
     return;
   }
+  state.applying = said(row, value);
   s->apply(state, value);
   if (s->note != nullptr) note(fmt::format("{}: {}", said(row, value), s->note));
 }

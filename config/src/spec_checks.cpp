@@ -65,6 +65,9 @@ void apply_standalone(JobSpec& spec, const Overrides& o, Collector& c) {
   if (const FlagSet* ep = o.flag_for("/rendezvous/endpoint"))
     c.add("--standalone", fmt::format("runs one node with a rendezvous of its own, but {} {} is given too; drop one",
                                       ep->flag, spec.rendezvous.endpoint.value_or("")));
+  else if (o.hosts.size() > 1)
+    c.add("--standalone", fmt::format("runs one node with a rendezvous of its own, but {} is given too; drop one",
+                                      o.hosts_from));
   else if (int n = spec.cluster.instances.value_or(1); n > 1)
     c.add("--standalone", fmt::format("runs one node with a rendezvous of its own, but {} is given too; drop one",
                                       o.flag_for("/cluster/instances") != nullptr

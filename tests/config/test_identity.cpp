@@ -68,6 +68,19 @@ TEST_SUITE("config::identity") {
           std::string::npos);
   }
 
+  TEST_CASE("SageMaker hosts that name one host twice are refused, not planned as fewer nodes") {
+    // ["a","a"] once planned 1 node: each instance of SageMaker is one node, so a duplicate is a broken
+    // resource configuration
+    for (const auto& env : {env_of({{"SM_HOSTS", R"(["algo-1","algo-1"])"}, {"SM_CURRENT_HOST", "algo-1"}}),
+                            env_of({{"SM_RESOURCE_CONFIG", R"({"current_host": "b", "hosts": ["b", "a", "b"]})"}})}) {
+      std::string e = failure(spec_of(), {}, env);
+      CHECK(e.find("twice (sagemaker)") != std::string::npos);
+      CHECK(e.find("each instance is one node") != std::string::npos);
+    }
+    CHECK(failure(spec_of(), {}, env_of({{"SM_HOSTS", R"(["algo-1","algo-1"])"}, {"SM_CURRENT_HOST", "algo-1"}}))
+              .find("SM_HOSTS: names host \"algo-1\" twice") != std::string::npos);
+  }
+
   TEST_CASE("Slurm: hostlist, node id, job id") {
     auto id = discover_identity(spec_of(), {},
                                 env_of({{"SLURM_JOB_NODELIST", "gpu[01-03,07],login2,x[9-11]"},

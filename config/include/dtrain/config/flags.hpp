@@ -44,7 +44,8 @@ struct FlagRow {
 std::span<const FlagRow> flag_rows();
 // The row one of whose names is `name` ("--nproc-per-node", "--nproc_per_node", "-r"), or nullptr.
 const FlagRow* find_flag(std::string_view name);
-// The row's first long name ("--nproc-per-node"), else its short one ("-m").
+// How messages name the row: its first long name ("--nproc-per-node"), else its short one; an
+// mpirun word its first name ("-n", "-H").
 std::string flag_name(const FlagRow& row);
 // Every name of the row: {"-r", "--redirects"}.
 std::vector<std::string> flag_names(const FlagRow& row);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtrain/config/errors.hpp"
+#include "dtrain/config/hosts.hpp"
 
 namespace dtrain::config {
 
@@ -124,6 +125,9 @@ struct Overrides {
   bool standalone = false;                 // --standalone: one node, a store of its own
   std::optional<std::string> master_addr;  // --master-addr
   std::optional<int> master_port;          // --master-port: the workers' MASTER_PORT
+  std::optional<int> total_ranks;          // mpirun's -n/-np: the world size
+  std::vector<HostSlots> hosts;            // -H/--hosts, --hostfile: every node, node ranks in order
+  std::string hosts_from;                  // how they were given: "-H a:4,b:4", "--hostfile hosts.txt"
   std::optional<std::vector<std::string>> command;  // replaces the spec's command (program.hpp)
   std::optional<std::string> default_name;          // the job name when the spec has none
   // Workers per node when neither a flag nor the spec says: torchrun's default (1) for a launch
