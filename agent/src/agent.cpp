@@ -3,7 +3,6 @@
 // (job_machine.hpp) and carries out the actions it returns with its collaborators.
 #include "agent_impl.hpp"
 
-#include <unistd.h>
 
 #include <csignal>
 #include <cstring>
