@@ -1,15 +1,12 @@
-// The agent's orchestration: one libuv loop that turns what happens (worker exits, output ends,
-// signals, timers, events from other nodes) into inputs of the job state machine (job_machine.hpp)
-// and carries out the actions it returns with the worker group, the guardian, the terminal and the
-// run folder.
+// The agent's orchestration (agent_impl.hpp): one libuv loop turns what happens (worker exits,
+// output ends, signals, timers, events from other nodes) into inputs of the job state machine
+// (job_machine.hpp) and carries out the actions it returns with its collaborators.
 #include "agent_impl.hpp"
 
-#include <uv.h>
 
 #include <csignal>
 #include <cstring>
 
-#include "dtrain/agent/hang.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/net.hpp"
@@ -18,146 +15,74 @@
 
 namespace dtrain::agent {
 
-// The loop and the guardian, first of all: the guardian's start (two forks and an exec, none of
-// which the agent waits for) overlaps with the rest of the set-up.
-void Agent::Impl::start_guardian() {
-  int rc = uv_loop_init(&loop);
-  if (rc < 0) throw_os_error(rc, "cannot create the agent's event loop");
-  loop_inited = true;
-  reaper.start(&loop, opt.reap_escapees);
-  guardian.start(&loop, setup.guardian_program.exe, setup.guardian_program.guard_word, opt.output.stderr_fd, setup.ctx.agent_id,
-                 [this](const std::string& message) { fatal(IoError(message)); });
-  guardian.sweep_at_end(setup.ctx.shm_prefix);
+namespace {
+
+// The launch's own part of the job's policy (the job's settings are read from the plan's spec).
+JobPolicy policy_of(const AgentOptions& o) {
+  JobPolicy p;
+  p.external_start = o.external_start;
+  p.master_port = o.master_port ? o.master_port : o.plan.identity.master_port;
+  p.first_generation = o.first_generation;
+  return p;
 }
 
-void Agent::Impl::open_loop() {
-  gen.group().open(&loop, {setup.command, setup.workdir.string()});
-  watch_signals();
-  int rc = 0;
-  for (auto* t : {&timers.grace, &timers.backoff, &timers.runtime, &timers.progress, &timers.failure}) {
-    rc = t->init([&](uv_timer_t* h) { return uv_timer_init(&loop, h); }, this);
-    if (rc < 0) throw IoError(fmt::format("uv_timer_init: {}", uv_strerror(rc)));
-  }
-  std::unique_lock async_lock(inbox.mu);  // post() reads `inbox.async` from other threads
-  rc = inbox.async.init([&](uv_async_t* a) {
-    return uv_async_init(&loop, a, [](uv_async_t* h) noexcept {
-      auto* self = static_cast<Impl*>(h->data);
-      if (self == nullptr) return;
-      std::vector<Event> evs;
-      {
-        std::lock_guard lk(self->inbox.mu);
-        evs.swap(self->inbox.events);
-      }
-      for (const auto& e : evs)
-        guarded(*self, [&] {
-          if (e.kind == Event::Kind::go && e.plan) self->adopt_plan(*e.plan);
-          self->apply(job::Remote{e});
-        });
-    });
-  }, this);
-  if (rc < 0) throw IoError(fmt::format("uv_async_init: {}", uv_strerror(rc)));
-  if (!inbox.events.empty()) uv_async_send(inbox.async.get());
-}
+}  // namespace
 
-void Agent::Impl::watch_signals() {
-  const int sigs[5] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
-  for (int i = 0; i < 5; ++i) {
-    int rc = signals[i].init([&](uv_signal_t* s) { return uv_signal_init(&loop, s); }, this);
-    if (rc < 0) throw IoError(fmt::format("uv_signal_init: {}", uv_strerror(rc)));
-    uv_signal_start(signals[i].get(), [](uv_signal_t* s, int sig) noexcept {
-      auto* self = static_cast<Impl*>(s->data);
-      if (self != nullptr) guarded(*self, [&] { self->apply(job::Signal{sig, self->gen.group().live()}); });
-    }, sigs[i]);
-  }
-  std::signal(SIGPIPE, SIG_IGN);
-}
-
-void Agent::Impl::arm_runtime() {
-  const auto& max_runtime_s = opt.plan.spec.max_runtime_s;
-  if (!max_runtime_s || *max_runtime_s <= 0) return;
-  uv_timer_start(timers.runtime.get(), [](uv_timer_t* t) noexcept {
-    auto* self = static_cast<Impl*>(t->data);
-    if (self != nullptr) guarded(*self, [&] { self->apply(job::RuntimeOver{}); });
-  }, to_ms(*max_runtime_s), 0);
-}
-
-// Once a second: the workers' progress pages; a wait longer than hang_timeout_s is a hang.
-void Agent::Impl::arm_progress() {
-  if ((!opt.plan.spec.output.hang_timeout_s && !hooks.on_progress) || gen.board().empty()) return;
-  uv_timer_start(timers.progress.get(), [](uv_timer_t* t) noexcept {
-    auto* self = static_cast<Impl*>(t->data);
-    if (self != nullptr) guarded(*self, [&] { self->check_progress(); });
-  }, 1000, 1000);
-}
-
-void Agent::Impl::check_progress() {
-  if (machine.state() != JobState::running) return;
-  const auto& hang_timeout_s = opt.plan.spec.output.hang_timeout_s;
-  auto pages = gen.board().snapshot();
-  Diagnosis d = diagnose(pages, progress::now_ns(), hang_timeout_s.value_or(kStuckAfterS));
-  // published whether or not a rank uses dtrain's collectives: the unseen ones are named as such
-  if (hooks.on_progress) hooks.on_progress(diagnosis_text(d));
-  if (!d.hung || !hang_timeout_s) return;
-  result.hang = d.lines;
-  apply(job::Hung{fmt::format("hang: {} (output.hang_timeout_s {})", d.verdict, *hang_timeout_s)});
+Agent::Impl::Impl(AgentOptions o, AgentHooks h)
+    : opt(std::move(o)),
+      hooks(std::move(h)),
+      machine(opt.plan.spec, policy_of(opt)),
+      terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
+      router(opt.plan.spec.output, opt.output, terminal),
+      gen(router, guardian, reaper, *this),
+      watch(gen.board(), opt.plan.spec.output.hang_timeout_s, hooks.on_progress,
+            [this](const ProgressWatch::Hang& hang) {
+              result.hang = hang.lines;
+              apply(job::Hung{hang.reason});
+            }),
+      notice({[this](long pid) { return gen.group().output_done(pid); },
+              [this](WorkerExit& w) { gen.group().stderr_of(w); }},
+             hooks.on_local_failure ? FailureNotice::Send([this](WorkerExit& w, int g) {
+               explain_exit(w);
+               hooks.on_local_failure(w, g);
+             })
+                                    : FailureNotice::Send()) {
+  terminal.set_progress_source([this] {
+    return progress_text({state.load(), result.restarts, opt.plan.spec.restart.max_restarts, gen.group().live(),
+                          result.local_ranks, machine.waiting_for_go()});
+  });
 }
 
 int Agent::Impl::run() {
   prepare();
   if (!command_runs()) return result.exit_code;
-  if (opt.embed_store && opt.store_addr.empty()) start_store();
+  if (opt.embed_store && opt.store_addr.empty()) {
+    store.start(loop, context->run_id());
+    context->use_store(store.addr(), store.token());
+  }
   open_loop();
-  arm_runtime();
-  arm_progress();
+  if (const auto& max_runtime_s = opt.plan.spec.max_runtime_s; max_runtime_s && *max_runtime_s > 0)
+    runtime.start(*max_runtime_s);
   apply(job::Start{});
-  uv_run(&loop, UV_RUN_DEFAULT);
+  loop.run();
   return result.exit_code;
 }
 
-// The event async, signal watchers, timers and the guardian's stdin: everything but the workers.
-void Agent::Impl::close_control_handles() {
-  {
-    std::lock_guard lk(inbox.mu);
-    inbox.closed = true;
-    inbox.async.close();
-  }
-  for (auto& s : signals) s.close();
-  for (auto* t : {&timers.grace, &timers.backoff, &timers.runtime, &timers.progress, &timers.failure}) t->close();
-  store_watch.close();
-  gen.group().close_timer();
-  release_guardian();
-}
-
-// The guardian's stdin closes, so it ends. When nothing of the job can be left (no worker alive,
-// none started or every process that left a worker's group gone, the segments swept, the temporary
-// folders removed), it hears so first and ends at once instead of searching /proc, and nothing
-// waits for it: it has nothing left to do (otherwise the loop runs until it has done its work).
-void Agent::Impl::release_guardian() {
-  bool clear = gen.all_gone();
-  if (clear) {
-    gen.sweep_segments(setup.ctx.shm_prefix);
-    run_folder.remove();
-    guardian.all_clear();
-  }
-  guardian.release();
-  if (clear) guardian.forsake();
-}
-
-void Agent::Impl::close_loop() {
-  // also the exception path: nothing may survive us
-  closing = true;
-  guardian.settle();
-  gen.group().kill_now();
-  gen.kill_escapees(2000);
-  close_control_handles();
-  state = JobState::done;
-  uv_run(&loop, UV_RUN_DEFAULT);  // reaps the workers, sees the guardian end, runs close callbacks
-  gen.group().close();
-  guardian.close();
-  reaper.close();
-  uv_run(&loop, UV_RUN_DEFAULT);
-  int rc = uv_loop_close(&loop);
-  if (rc != 0) DTRAIN_WARN(agent, "libuv loop closed with handles left: {}", uv_strerror(rc));
+// The loop's handles: the workers' status pipe, signals, timers, the inbox.
+void Agent::Impl::open_loop() {
+  gen.group().open(loop.get(), {context->command(), context->workdir().string()});
+  signals.open(loop, {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2},
+               [this](int sig) { apply(job::Signal{sig, gen.group().live()}); });
+  std::signal(SIGPIPE, SIG_IGN);
+  grace.open(loop, [this] { apply(job::GraceOver{gen.group().live()}); });
+  backoff.open(loop, [this] { apply(job::BackoffOver{}); });
+  runtime.open(loop, [this] { apply(job::RuntimeOver{}); });
+  watch.open(loop);
+  notice.open(loop);
+  inbox.open(loop, [this](const Event& e) {
+    if (e.kind == Event::Kind::go && e.plan) adopt_plan(*e.plan);
+    apply(job::Remote{e});
+  });
 }
 
 // ---- the state machine's actions ------------------------------------------------------------
@@ -182,35 +107,26 @@ void Agent::Impl::check_drained() {
 void Agent::Impl::explain_exit(WorkerExit& w) {
   if (w.status() == 0) return;
   w.error_file = gen.error_file(w.rank);
-  if (!setup.interpreter) {
-    auto path = setup.base_env.find("PATH");
-    std::string path_var = opt.plan.spec.env.count("PATH") ? opt.plan.spec.env.at("PATH")
-                           : path != setup.base_env.end()  ? path->second
-                                                           : "/usr/local/bin:/usr/bin:/bin";
-    setup.interpreter = python_interpreter(setup.command, path_var, setup.workdir);
-  }
-  explain(w, *setup.interpreter);
+  explain(w, context->interpreter(opt.plan));
 }
 
 void Agent::Impl::execute(const job::Enter& a) {
   if (a.state == JobState::starting) gen.group().clear_retired();
   state = a.state;
+  watch.running(a.state == JobState::running);
   if (hooks.on_state) hooks.on_state(a.state, machine.generation());
   terminal.update_progress();
 }
 
 void Agent::Impl::execute(const job::Spawn& a) {
   gen.begin();
-  auto& ctx = setup.ctx;
-  ctx.generation = a.generation;
-  ctx.master_port = a.master_port ? *a.master_port : net::pick_free_port("0.0.0.0");
+  context->begin_generation(a.generation, a.master_port ? *a.master_port : net::pick_free_port("0.0.0.0"));
   auto logs = run_folder.attempt(a.generation);
   if (logs) result.logs = logs->string();
   for (const auto& r : opt.plan.ranks) {
     if (r.node_rank != opt.plan.identity.node_rank) continue;
     try {
-      gen.spawn(r, worker_env(opt.plan, r, ctx, setup.base_env), run_folder.attempt_path(a.generation), logs,
-                opt.reap_escapees);
+      gen.spawn(r, context->worker_env(opt.plan, r), run_folder.attempt_path(a.generation), logs, opt.reap_escapees);
     } catch (const std::exception& e) {
       return apply(job::SpawnFailed{e.what(), exit_status_of(e)});
     }
@@ -220,50 +136,22 @@ void Agent::Impl::execute(const job::Spawn& a) {
 
 void Agent::Impl::execute(const job::Kill& a) {
   gen.group().kill(a.sig, a.stopping);
-  if (!a.grace_s || gen.group().live() == 0) return;
-  uv_timer_start(timers.grace.get(), [](uv_timer_t* t) noexcept {
-    auto* self = static_cast<Impl*>(t->data);
-    if (self != nullptr) guarded(*self, [&] { self->apply(job::GraceOver{self->gen.group().live()}); });
-  }, to_ms(*a.grace_s), 0);
+  if (a.grace_s && gen.group().live() > 0) grace.start(*a.grace_s);
 }
 
 void Agent::Impl::execute(const job::LocalFailure& a) {
   if (a.exit.exec_errno != 0)
     terminal.say(fmt::format("dtrain: rank {}: cannot {} '{}': {}", a.exit.rank,
                              a.exit.workdir_error ? "enter the workdir" : "execute",
-                             a.exit.workdir_error ? setup.workdir.string() : setup.command[0], std::strerror(a.exit.exec_errno)));
-  gen.hold_failure(a.exit, machine.generation());
-  flush_failure(false);
-  if (!gen.failure_held()) return;
-  // a process that left the worker's group may hold its stderr: the others hear of it soon anyway
-  uv_timer_start(timers.failure.get(), [](uv_timer_t* t) noexcept {
-    auto* self = static_cast<Impl*>(t->data);
-    if (self != nullptr) guarded(*self, [&] { self->flush_failure(true); });
-  }, kTailWaitMs, 0);
-}
-
-// The hooks hear of the failure with the last lines of its stderr: once that worker's output is
-// read (or, `force`, when the generation ends and a process that escaped still holds its pipe).
-void Agent::Impl::flush_failure(bool force) {
-  if (!hooks.on_local_failure) return gen.drop_failure();
-  auto failure = gen.take_failure(force);
-  if (!failure) return;
-  auto& [w, g] = *failure;
-  explain_exit(w);
-  hooks.on_local_failure(w, g);
-}
-
-void Agent::Impl::execute(const job::ArmBackoff&) {
-  uv_timer_start(timers.backoff.get(), [](uv_timer_t* t) noexcept {
-    auto* self = static_cast<Impl*>(t->data);
-    if (self != nullptr) guarded(*self, [&] { self->apply(job::BackoffOver{}); });
-  }, to_ms(opt.plan.spec.restart.backoff_s), 0);
+                             a.exit.workdir_error ? context->workdir().string() : context->command()[0],
+                             std::strerror(a.exit.exec_errno)));
+  notice.hold(a.exit, machine.generation());
 }
 
 void Agent::Impl::execute(const job::Collect& a) {
-  flush_failure(true);
-  uv_timer_stop(timers.grace.get());
-  gen.end(setup.ctx.shm_prefix);
+  notice.flush(true);
+  grace.stop();
+  gen.end(context->shm_prefix());
   terminal.flush();
   result.root_cause = a.root_cause;
   result.other_failures = a.other_failures;
@@ -275,9 +163,9 @@ void Agent::Impl::execute(const job::Finish& a) {
   result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   execute(job::Enter{JobState::done});
   terminal.clear_progress();
-  gen.sweep_segments(setup.ctx.shm_prefix);
-  close_control_handles();   // the guardian's stdin reaches EOF: it exits (its list is empty by now)
-  if (store) store->stop();  // every worker is gone; overlaps with the guardian's exit
+  gen.sweep_segments(context->shm_prefix());
+  close_control_handles();  // the guardian's stdin reaches EOF: it exits (its list is empty by now)
+  store.stop();             // every worker is gone; overlaps with the guardian's exit
   // a multi-node job reports once the nodes agree on the root cause, after its exit barrier (multinode.cpp)
   if (!opt.external_start) write_summary(result, opt.output.stderr_fd, opt.summary_json);
 }
@@ -298,7 +186,7 @@ void Agent::Impl::worker_exited(const WorkerExit& exit) {
 
 void Agent::Impl::output_closed() {
   if (closing) return;
-  flush_failure(false);
+  notice.flush(false);
   terminal.flush();
   check_drained();
 }
@@ -312,14 +200,7 @@ Agent::~Agent() = default;
 int Agent::run() { return impl_->run(); }
 const AgentResult& Agent::result() const { return impl_->result; }
 JobState Agent::state() const { return impl_->state.load(); }
-
-void Agent::post(Event e) {
-  auto& inbox = impl_->inbox;
-  std::lock_guard lk(inbox.mu);
-  if (inbox.closed) return;
-  inbox.events.push_back(std::move(e));
-  if (inbox.async) uv_async_send(inbox.async.get());
-}
+void Agent::post(Event e) { impl_->inbox.post(std::move(e)); }
 
 int guardian_main(int, char**) { return dtrain_shim_guard(); }
 

@@ -1,133 +1,79 @@
 #pragma once
-// Agent::Impl, the agent's one libuv loop and what it owns, shared by the files that implement it:
-// agent.cpp (the loop, the job machine's actions, the public Agent) and agent_setup.cpp (what runs
-// before the loop: the command, the run folder, the env context, the standalone store, and an
-// elastic generation's plan). The current generation's workers: generation.hpp.
-#include "dtrain/agent/agent.hpp"
-
-#include <uv.h>
-
+// Agent::Impl: the agent's orchestration. It owns the job machine (job_machine.hpp) and the
+// collaborators its actions use, turns what happens on the loop into the machine's inputs, and
+// carries out the actions the machine returns, in order:
+//   EventLoop, Timer, SignalWatch  the loop, its timers (grace, backoff, max_runtime_s), the signals
+//   Inbox                          events posted from other threads (Agent::post)
+//   StartupContext                 what every worker is started with (command, workdir, env context)
+//   RunFolder                      plan.json, logs, error files, progress pages, the checkpoint folder
+//   Generation                     the current generation's workers (worker group, progress pages,
+//                                  processes that left their groups, error files)
+//   Terminal, OutputRouter         the workers' output and the agent's own lines
+//   Guardian, Reaper               nothing outlives the agent; every child is reaped
+//   EmbeddedStore                  the store a single-node job's workers use (embed_store)
+//   ProgressWatch                  the ranks' progress pages while they run: published, and hangs
+//   FailureNotice                  the first local failure on its way to the other nodes
+// agent.cpp has the loop's callbacks, the machine's actions and the public Agent; agent_setup.cpp
+// what runs before the loop (prepare) and after it (the teardown).
 #include <atomic>
 #include <chrono>
-#include <cstdint>
-#include <filesystem>
-#include <memory>
-#include <mutex>
+#include <exception>
 #include <optional>
-#include <string>
-#include <utility>
-#include <vector>
 
-#include "dtrain/agent/env.hpp"
-#include "dtrain/common/uv_handle.hpp"
-#include "dtrain/rendezvous/server/server.hpp"
+#include "dtrain/agent/agent.hpp"
+#include "embedded_store.hpp"
+#include "event_loop.hpp"
+#include "failure_notice.hpp"
 #include "generation.hpp"
 #include "guardian.hpp"
+#include "inbox.hpp"
 #include "job_machine.hpp"
 #include "output_router.hpp"
+#include "progress_watch.hpp"
 #include "reaper.hpp"
-#include "resolve_command.hpp"
 #include "run_folder.hpp"
+#include "startup_context.hpp"
 #include "terminal.hpp"
 #include "worker_group.hpp"
 
 namespace dtrain::agent {
 
-namespace fs = std::filesystem;
-
-// How long a local failure waits for the rest of its stderr before the other nodes hear of it.
-inline constexpr std::uint64_t kTailWaitMs = 500;
-
-inline std::uint64_t to_ms(double s) { return s <= 0 ? 0 : static_cast<std::uint64_t>(s * 1000.0 + 0.5); }
-
-inline JobPolicy policy_of(const AgentOptions& o) {
-  JobPolicy p;
-  p.external_start = o.external_start;
-  p.master_port = o.master_port ? o.master_port : o.plan.identity.master_port;
-  p.first_generation = o.first_generation;
-  return p;
-}
-
-// What the workers are started with: set before the loop runs (prepare, start_store); each spawn
-// sets the context's generation and MASTER_PORT, an elastic generation's plan its master address.
-struct WorkerSetup {
-  EnvMap base_env;                         // the agent's own environment
-  EnvContext ctx;                          // run id, store, master address, generation, port
-  fs::path workdir;
-  std::vector<std::string> command;        // spec.command, then extra_args
-  GuardianProgram guardian_program;
-  std::optional<std::string> interpreter;  // the Python that runs the command ("" : none), once looked up
-  int local_total = 0;                     // workers on this node
-};
-
-// Events posted from other threads (Agent::post), handed to the loop by an async.
-struct Inbox {
-  std::mutex mu;
-  std::vector<Event> events;
-  bool closed = false;
-  UvHandle<uv_async_t> async;
-};
-
-// SIGTERM -> SIGKILL grace, restart backoff, max_runtime_s, the progress tick (hang diagnosis), and a
-// local failure's wait for its stderr (kTailWaitMs).
-struct Timers {
-  UvHandle<uv_timer_t> grace, backoff, runtime, progress, failure;
-};
-
-// The agent: its loop, the job machine it drives, and the collaborators the machine's actions use.
-// What starts afresh with each generation lives in `gen` (generation.hpp).
 struct Agent::Impl final : WorkerGroup::Listener {
+  Impl(AgentOptions o, AgentHooks h);
+  ~Impl();
+
   AgentOptions opt;
   AgentHooks hooks;
   AgentResult result;
   JobMachine machine;
   std::atomic<JobState> state{JobState::starting};  // the last state announced (Agent::state)
-  std::unique_ptr<rdzv::Server> store;               // the embedded standalone store (embed_store)
-  UvHandle<uv_poll_t> store_watch;  // the embedded store's socket until its first connection
-
-  uv_loop_t loop{};
-  bool loop_inited = false;
+  std::chrono::steady_clock::time_point started;
   bool closing = false;  // the loop is being torn down: exits no longer reach the machine
-  Inbox inbox;
-  UvHandle<uv_signal_t> signals[5];
-  Timers timers;
 
+  EventLoop loop;  // first: the handles below close into it
+  Inbox inbox;
+  SignalWatch signals;
+  Timer grace, backoff, runtime;
   Terminal terminal;
   OutputRouter router;
   Guardian guardian;
   Reaper reaper;  // the workers (and, with reap_escapees, every child of the process)
   RunFolder run_folder;
   Generation gen;
-  WorkerSetup setup;
-  std::chrono::steady_clock::time_point started;
-
-  Impl(AgentOptions o, AgentHooks h)
-      : opt(std::move(o)),
-        hooks(std::move(h)),
-        machine(opt.plan.spec, policy_of(opt)),
-        terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
-        router(opt.plan.spec.output, opt.output, terminal),
-        gen(router, guardian, reaper, *this) {
-    terminal.set_progress_source([this] {
-      return progress_text({state.load(), result.restarts, opt.plan.spec.restart.max_restarts,
-                            gen.group().live(), setup.local_total, machine.waiting_for_go()});
-    });
-  }
-  ~Impl();
+  std::optional<StartupContext> context;  // from prepare() on
+  EmbeddedStore store;
+  ProgressWatch watch;
+  FailureNotice notice;
 
   int run();
+
+  // before the loop (agent_setup.cpp)
   void prepare();
-  std::vector<int> local_ranks() const;
-  void adopt_plan(const config::Plan& plan);
-  bool command_runs();
-  void start_store();
   void start_guardian();
+  bool command_runs();
   void open_loop();
-  void watch_signals();
-  void arm_runtime();
-  void arm_progress();
-  void check_progress();
-  void flush_failure(bool force);
+  void adopt_plan(const config::Plan& plan);
+  // after it: everything is killed, reaped, closed and removed (also the exception path)
   void close_loop();
   void close_control_handles();
   void release_guardian();
@@ -145,8 +91,8 @@ struct Agent::Impl final : WorkerGroup::Listener {
     if (hooks.on_self_stop) hooks.on_self_stop(a.stop, machine.generation());
   }
   void execute(const job::Progress&) { terminal.update_progress(); }
-  void execute(const job::CancelBackoff&) { uv_timer_stop(timers.backoff.get()); }
-  void execute(const job::ArmBackoff&);
+  void execute(const job::CancelBackoff&) { backoff.stop(); }
+  void execute(const job::ArmBackoff&) { backoff.start(opt.plan.spec.restart.backoff_s); }
   void execute(const job::Collect& a);
   void execute(const job::Finish& a);
   void fatal(const std::exception& e);

@@ -37,14 +37,14 @@ AgentHooks ControlThread::hooks() {
   return h;
 }
 
-void ControlThread::start(Agent* agent) {
-  agent_ = agent;
+void ControlThread::start(Post post) {
+  post_ = std::move(post);
   push(bridge::Joined{first_.generation, first_.self.master_port, first_.self.node_rank});
   thread_ = std::thread([this] { loop(); });
 }
 
 void ControlThread::agent_failed(const std::exception& e) {
-  if (!thread_.joinable()) start(nullptr);
+  if (!thread_.joinable()) start({});
   agent_done(exit_status_of(e), e.what());
 }
 
@@ -111,7 +111,7 @@ std::optional<bridge::Input> ControlThread::perform(const bridge::Action& a) {
   if (auto* x = std::get_if<bridge::StartMonitoring>(&a)) return start_monitoring(x->generation);
   if (auto* x = std::get_if<bridge::Rejoin>(&a)) return rejoin(x->generation);
   if (auto* x = std::get_if<bridge::ExitBarrier>(&a)) return exit_barrier(x->limit);
-  if (auto* x = std::get_if<bridge::Post>(&a); x != nullptr && agent_ != nullptr) agent_->post(x->event);
+  if (auto* x = std::get_if<bridge::Post>(&a); x != nullptr && post_) post_(x->event);
   if (auto* x = std::get_if<bridge::Publish>(&a)) session_->set_local_state(x->state, x->running, 0, x->generation);
   if (auto* x = std::get_if<bridge::Report>(&a)) report(*x);
   if (auto* x = std::get_if<bridge::ReportStop>(&a)) report_stop(*x);

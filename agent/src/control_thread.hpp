@@ -8,19 +8,20 @@
 //
 //   ControlThread ct(std::move(session), cfg, first_join, base_plan, progress_mode, stderr_fd);
 //   Agent agent(options, ct.hooks());
-//   ct.start(&agent);
+//   ct.start([&agent](Event e) { agent.post(std::move(e)); });
 //   ct.agent_done(agent.run(), agent.result().reason);
 //   return ct.wait();   // the node's exit status; the thread is joined
-// The Agent must outlive wait(). When constructing or running it throws, agent_failed() still
+// The Agent (what `post` reaches) must outlive wait(). When constructing or running it throws, agent_failed() still
 // tells the other nodes (as rank -1) before the error goes on.
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 
-#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/events.hpp"
 #include "dtrain/rendezvous/membership/node_session.hpp"
 #include "join_line.hpp"
 #include "node_config.hpp"
@@ -40,8 +41,10 @@ class ControlThread {
 
   // The Agent's hooks: they enqueue its state changes and local failures.
   AgentHooks hooks();
-  // Starts the thread: monitoring of generation 0, then the go for `agent` (null: there is none).
-  void start(Agent* agent);
+  // How events reach the Agent (Agent::post; thread-safe).
+  using Post = std::function<void(Event)>;
+  // Starts the thread: monitoring of generation 0, then the go through `post` (empty: no agent).
+  void start(Post post);
   // Agent::run() returned `code`. Any thread, once.
   void agent_done(int code, std::string reason);
   // Constructing or running the Agent threw `e`: starts the thread if need be, then agent_done()
@@ -77,7 +80,7 @@ class ControlThread {
   std::string endpoint_;
   JoinLine line_;
   int stderr_fd_;
-  Agent* agent_ = nullptr;
+  Post post_;
   int status_ = 125;
   std::optional<rdzv::Event> root_;
   std::optional<std::chrono::steady_clock::time_point> settle_until_;  // Settle: SettleOver then

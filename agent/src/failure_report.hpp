@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/worker_exit.hpp"
 
 namespace dtrain::agent {
 

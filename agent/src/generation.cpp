@@ -26,14 +26,6 @@ std::string Generation::error_file(int rank) const {
   return it == error_files_.end() ? std::string() : it->second;
 }
 
-std::optional<std::pair<WorkerExit, int>> Generation::take_failure(bool force) {
-  if (!pending_ || (!force && !group_.output_done(pending_->first.pid))) return std::nullopt;
-  group_.stderr_of(pending_->first);
-  auto failure = std::move(pending_);
-  pending_.reset();
-  return failure;
-}
-
 void Generation::end(const std::string& shm_prefix) {
   group_.retire();
   escapees_.kill_all(1000);  // what left a worker's group dies with the generation

@@ -1,18 +1,16 @@
 #pragma once
 // One generation of this node's workers and what starts afresh with each generation: the worker
-// group, the workers' progress pages, the processes that left their groups, each rank's error file,
-// and the first local failure while it waits for the rest of its stderr. The agent (agent_impl.hpp)
-// drives it from the job machine's actions; a restart is a new generation in the same object.
+// group, the workers' progress pages, the processes that left their groups, and each rank's error
+// file. The agent (agent_impl.hpp) drives it from the job machine's actions; a restart is a new
+// generation in the same object.
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/env.hpp"
+#include "dtrain/config/plan.hpp"
 #include "escapees.hpp"
 #include "guardian.hpp"
 #include "progress_board.hpp"
@@ -28,6 +26,7 @@ class Generation {
   WorkerGroup& group() { return group_; }
   const WorkerGroup& group() const { return group_; }
   ProgressBoard& board() { return board_; }
+  const ProgressBoard& board() const { return board_; }
 
   // A generation starts: the last one's workers and error files are forgotten.
   void begin();
@@ -38,13 +37,6 @@ class Generation {
              const std::optional<std::filesystem::path>& logs, bool reap_escapees);
   // The TORCHELASTIC_ERROR_FILE of this generation's rank, "" when it has none.
   std::string error_file(int rank) const;
-
-  // The first local failure waits for its stderr: held here, and taken (with its last stderr lines
-  // and first exception) once that worker's output is read, or at once when `force`.
-  void hold_failure(const WorkerExit& exit, int generation) { pending_.emplace(exit, generation); }
-  std::optional<std::pair<WorkerExit, int>> take_failure(bool force);
-  bool failure_held() const { return pending_.has_value(); }
-  void drop_failure() { pending_.reset(); }
 
   // The generation is over: its workers leave the group, what left their groups is killed, and their
   // shared-memory segments (named `shm_prefix`*) are removed.
@@ -66,7 +58,6 @@ class Generation {
   ProgressBoard board_;
   Escapees escapees_;
   std::map<int, std::string> error_files_;  // TORCHELASTIC_ERROR_FILE of each local rank
-  std::optional<std::pair<WorkerExit, int>> pending_;  // the first local failure and its generation
   bool spawned_any_ = false;       // some generation's workers were started
   bool escapees_watched_ = false;
   bool unswept_ = false;           // workers ran since the last sweep of their segments

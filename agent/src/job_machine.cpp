@@ -5,40 +5,10 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstring>
 
 #include "dtrain/common/exit_codes.hpp"
 
 namespace dtrain::agent {
-
-const char* state_name(JobState s) {
-  switch (s) {
-    case JobState::starting: return "starting";
-    case JobState::running: return "running";
-    case JobState::stopping: return "stopping";
-    case JobState::restarting: return "restarting";
-    case JobState::done: return "done";
-  }
-  return "?";
-}
-
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
-}
-
-int WorkerExit::status() const {
-  if (signal != 0) return exit_code::signal_base + signal;
-  return exit_code;
-}
-
-std::string WorkerExit::describe() const {
-  if (exec_errno != 0)
-    return fmt::format("could not {} ({}), exit code {}", workdir_error ? "enter the workdir" : "execute the command",
-                       std::strerror(exec_errno), exit_code);
-  if (signal != 0) return fmt::format("killed by {} ({})", signal_name(signal), signal);
-  return fmt::format("exit code {}", exit_code);
-}
 
 namespace {
 

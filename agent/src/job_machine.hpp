@@ -14,13 +14,12 @@
 #include <variant>
 #include <vector>
 
-#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/events.hpp"
+#include "dtrain/agent/job_state.hpp"
+#include "dtrain/agent/worker_exit.hpp"
 #include "dtrain/common/exit_codes.hpp"
 
 namespace dtrain::agent {
-
-// "SIGSEGV" (or "signal 99" for a number without a name).
-std::string signal_name(int sig);
 
 // Why the current generation is being stopped. The first cause usually wins; node_lost, abort and
 // timeout override a failure, a restart order overrides a failure but not an interrupt.

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "control_thread.hpp"
+#include "dtrain/agent/agent.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
@@ -71,7 +72,7 @@ int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
   std::optional<Agent> agent;  // outlives control.wait(): the control thread posts to it
   try {
     agent.emplace(std::move(options), control.hooks());
-    control.start(&*agent);
+    control.start([&a = *agent](Event e) { a.post(std::move(e)); });
     int code = agent->run();
     control.agent_done(code, agent->result().reason);
   } catch (const std::exception& e) {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/options.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/rendezvous/membership/etcd_membership.hpp"
 #include "dtrain/rendezvous/membership/node_session.hpp"

@@ -10,9 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/line_prefix.hpp"
 #include "dtrain/agent/line_splitter.hpp"
+#include "dtrain/agent/options.hpp"
+#include "dtrain/config/plan.hpp"
 #include "failure_report.hpp"
 #include "terminal.hpp"
 

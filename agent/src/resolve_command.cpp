@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "dtrain/agent/check_command.hpp"
 #include "dtrain/common/errors.hpp"
-#include "dtrain/agent/agent.hpp"
 #include "dtrain/common/exit_codes.hpp"
 
 namespace dtrain::agent {

@@ -42,7 +42,9 @@
 #include <variant>
 #include <vector>
 
-#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/events.hpp"
+#include "dtrain/agent/job_state.hpp"
+#include "dtrain/agent/worker_exit.hpp"
 #include "dtrain/rendezvous/membership/records.hpp"
 
 namespace dtrain::agent::bridge {

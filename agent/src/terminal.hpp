@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/job_state.hpp"
 
 namespace dtrain::agent {
 

@@ -16,10 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/env.hpp"
+#include "dtrain/agent/worker_exit.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/uv_handle.hpp"
+#include "dtrain/config/plan.hpp"
 #include "guardian.hpp"
 #include "output_router.hpp"
 #include "reaper.hpp"

@@ -46,6 +46,10 @@ pid_t fork_agent(dtrain::agent::AgentOptions opt, const TempDir& t);
 int wait_child(pid_t pid, double timeout_s);
 
 bool wait_until(const std::function<bool()>& cond, double timeout_s);
+// For worker scripts (sh): `await FILE` waits until FILE exists, polling, for 60 s at most (then the
+// worker exits 98). A worker waits for what it can see, never for a time.
+inline constexpr const char* kAwait =
+    "await() { i=0; while [ ! -e \"$1\" ]; do i=$((i+1)); [ $i -lt 3000 ] || exit 98; sleep 0.02; done; }; ";
 // Processes whose environment contains `needle` (e.g. a marker variable), other than us.
 std::vector<pid_t> procs_with_env(const std::string& needle);
 bool pid_alive(pid_t pid);  // exists and is not a zombie

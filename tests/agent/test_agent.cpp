@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <regex>
 #include <set>
@@ -419,16 +420,24 @@ TEST_SUITE("agent::agent") {
       auto plan = sh_plan(2, "touch \"$T/up.$RANK\"; exec sleep 60", t);
       auto o = options(plan, t);
       o.external_start = true;
-      std::vector<std::string> states;
+      std::vector<std::string> states;  // the loop thread's
+      std::atomic<bool> starting{false}, go_posted{false}, ran_before_go{false};
       agent::AgentHooks hooks;
-      hooks.on_state = [&](agent::JobState s, int g) { states.push_back(fmt::format("{}:{}", agent::state_name(s), g)); };
+      hooks.on_state = [&](agent::JobState s, int g) {
+        states.push_back(fmt::format("{}:{}", agent::state_name(s), g));
+        if (s == agent::JobState::starting) starting = true;
+        if (s == agent::JobState::running && !go_posted) ran_before_go = true;
+      };
       int out = ::open((t.path / "o").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
       o.output.stdout_fd = out;
       o.output.stderr_fd = out;
       agent::Agent a(o, hooks);
       std::thread peer([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        CHECK_FALSE(fs::exists(t.path / "up.0"));  // nothing before go
+        // the agent waits in generation 0's `starting` for its go: nothing runs before it
+        bool waits = wait_until([&] { return starting.load(); }, 30);
+        CHECK(waits);
+        CHECK_FALSE(fs::exists(t.path / "up.0"));
+        go_posted = true;
         a.post(agent::Event::go(0));
         if (wait_until([&] { return all_files(t, "up.", 2); }, 30)) {
           agent::Event e;
@@ -442,6 +451,7 @@ TEST_SUITE("agent::agent") {
       peer.join();
       ::close(out);
       CHECK(rc == 6);
+      CHECK_FALSE(ran_before_go);
       CHECK(states.front() == "starting:0");
       CHECK(std::find(states.begin(), states.end(), "running:0") != states.end());
       CHECK(states.back() == "done:0");

@@ -69,8 +69,9 @@ Run launch(const TempDir& t, std::vector<std::string> args, const std::map<std::
   return r;
 }
 
-// Rank 1 raises ValueError (through torch's @record when `record`), then an atexit hook prints 15 lines.
-void write_worker(const TempDir& t, bool record) {
+// Rank `failing` raises ValueError (through torch's @record when `record`), then an atexit hook
+// prints 15 lines.
+void write_worker(const TempDir& t, bool record, int failing) {
   write_file(t.path / "worker.py", fmt::format(R"(import atexit, os, sys
 with open("error-file-" + os.environ["RANK"], "w") as f:
     f.write(os.environ.get("TORCHELASTIC_ERROR_FILE", "unset"))
@@ -79,13 +80,13 @@ def noise():
         print(f"atexit line {{i}}", file=sys.stderr)
 atexit.register(noise)
 def main():
-    if os.environ["RANK"] == "1":
-        raise ValueError("bad value on rank 1")
-if {}:
+    if os.environ["RANK"] == "{0}":
+        raise ValueError("bad value on rank {0}")
+if {1}:
     from torch.distributed.elastic.multiprocessing.errors import record
     main = record(main)
 main()
-)", record ? "True" : "False"));
+)", failing, record ? "True" : "False"));
 }
 
 int count(const std::string& text, const std::string& what) {
@@ -99,7 +100,7 @@ int count(const std::string& text, const std::string& what) {
 TEST_SUITE("agent::failure_summary") {
   TEST_CASE("no @record: the first exception block, not the atexit lines after it; every rank its own error file") {
     TempDir t;
-    write_worker(t, false);
+    write_worker(t, false, 1);
     auto r = launch(t, {"--nproc-per-node", "2", "--", PYTHON_EXE, "worker.py"});
     CHECK(r.rc == 1);
     CHECK(r.err.find("  root cause: rank 1 (local rank 1, node 0") != std::string::npos);
@@ -161,24 +162,24 @@ time.sleep(30)
 TEST_SUITE("agent::failure_summary_record") {
   TEST_CASE("@record: the summary shows the error file's message and traceback") {
     TempDir t;
-    write_worker(t, true);
-    auto r = launch(t, {"--nproc-per-node", "2", "--log-dir", t / "logs", "--", PYTHON_EXE, "worker.py"});
+    write_worker(t, true, 0);  // one rank: each imports torch, which takes seconds
+    auto r = launch(t, {"--nproc-per-node", "1", "--log-dir", t / "logs", "--", PYTHON_EXE, "worker.py"});
     CHECK(r.rc == 1);
-    std::string f1 = slurp(t.path / "error-file-1");
-    CHECK(r.err.find(fmt::format("  its error file ({}):\n    | Traceback (most recent call last):\n", f1)) !=
+    std::string f0 = slurp(t.path / "error-file-0");
+    CHECK(r.err.find(fmt::format("  its error file ({}):\n    | Traceback (most recent call last):\n", f0)) !=
           std::string::npos);
-    CHECK(r.err.find("raise ValueError(\"bad value on rank 1\")") != std::string::npos);
-    CHECK(r.err.find("    | ValueError: bad value on rank 1\n") != std::string::npos);
+    CHECK(r.err.find("raise ValueError(\"bad value on rank 0\")") != std::string::npos);
+    CHECK(r.err.find("    | ValueError: bad value on rank 0\n") != std::string::npos);
     CHECK(r.err.find("    | atexit line") == std::string::npos);
     REQUIRE(r.summary.is_object());
     const auto& e = r.summary["root_cause"]["error"];
     CHECK(e["source"] == "error_file");
-    CHECK(e["message"] == "ValueError: bad value on rank 1");
+    CHECK(e["message"] == "ValueError: bad value on rank 0");
     CHECK(e["traceback"].get<std::string>().find("raise ValueError") != std::string::npos);
     CHECK_FALSE(e["timestamp"].get<std::string>().empty());
-    // kept logs keep the error files: <log dir>/<run id>/attempt-0/1/error.json
-    CHECK(f1.rfind((t.path / "logs").string(), 0) == 0);
-    CHECK(std::filesystem::exists(f1));
-    CHECK(r.summary["root_cause"]["error_file"] == f1);
+    // kept logs keep the error files: <log dir>/<run id>/attempt-0/0/error.json
+    CHECK(f0.rfind((t.path / "logs").string(), 0) == 0);
+    CHECK(std::filesystem::exists(f0));
+    CHECK(r.summary["root_cause"]["error_file"] == f0);
   }
 }

@@ -234,7 +234,9 @@ TEST_SUITE("agent::launch") {
     SUBCASE("the job succeeds while the escaped child still runs") {
       TempDir t;
       std::string marker = unique_marker();
-      auto j = job(t, "setsid sh -c 'trap \"\" TERM; exec sleep 300' & sleep 0.2", 2, fmt::format(R"(, "env": {{"M": "{}"}})", marker));
+      // the worker ends once its child has left its group
+      auto j = job(t, std::string(kAwait) + "setsid sh -c 'trap \"\" TERM; touch esc.$RANK; exec sleep 300' & await esc.$RANK", 2,
+                   fmt::format(R"(, "env": {{"M": "{}"}})", marker));
       auto l = launch(t, {"launch", j});
       CHECK(l.rc == 0);
       CHECK(procs_with_env(marker).empty());
@@ -243,8 +245,11 @@ TEST_SUITE("agent::launch") {
 
   TEST_CASE("a helper a worker daemonizes is left alone while the job runs") {
     TempDir t;
-    // the helper leaves the group at once; the worker needs its file a second later
-    auto j = job(t, "setsid sh -c 'sleep 1; touch helper.$RANK' & sleep 3; test -e helper.$RANK", 2);
+    // the helper leaves the group at once and makes its file only once both workers run (`go`); the
+    // worker waits for that file
+    auto j = job(t, std::string(kAwait) +
+                        "setsid sh -c 'i=0; until [ -e go ] || [ $i -ge 3000 ]; do i=$((i+1)); sleep 0.02; done;"
+                        " touch helper.$RANK' & touch up.$RANK; await up.0; await up.1; touch go; await helper.$RANK", 2);
     auto l = launch(t, {"launch", j});
     CHECK(l.rc == 0);
     CHECK(all_files(t, "helper.", 2));

@@ -17,13 +17,17 @@ using dtrain::agent::Reaper;
 
 namespace {
 
-// A child that exits with `code` after `ms`, or kills itself with `sig`.
+// A child that exits with `code` after `ms` (a lifetime, not a wait for anything), or kills itself
+// with `sig`.
 pid_t child(int code, int ms, int sig = 0) {
   pid_t p = ::fork();
   REQUIRE(p >= 0);
   if (p == 0) {
     ::usleep(static_cast<useconds_t>(ms) * 1000);
-    if (sig != 0) ::raise(sig);
+    if (sig != 0) {
+      ::signal(sig, SIG_DFL);  // not the test framework's crash handler, inherited
+      ::raise(sig);
+    }
     ::_exit(code);
   }
   return p;
@@ -53,6 +57,7 @@ TEST_SUITE("agent::reaper") {
       ReaperLoop l(reap_all);
       Reaper& r = l.r;
       std::map<pid_t, int> got;
+      // lifetimes one after the other: the loop must outlive the first exits
       pid_t a = child(0, 10), b = child(3, 50), c = child(0, 100, SIGTERM);
       for (pid_t p : {a, b, c}) r.watch(p, [&got, p](int status) { got[p] = status; });
       CHECK(r.watched() == 3);
@@ -71,7 +76,9 @@ TEST_SUITE("agent::reaper") {
       ReaperLoop l(reap_all);
       Reaper& r = l.r;
       pid_t stranger = child(0, 0);
-      pid_t watched = child(0, 200);  // exits after the stranger
+      siginfo_t info{};
+      REQUIRE(::waitid(P_PID, static_cast<id_t>(stranger), &info, WEXITED | WNOWAIT) == 0);  // it exited, unreaped
+      pid_t watched = child(0, 0);  // exits after the stranger
       bool seen = false;
       r.watch(watched, [&](int) { seen = true; });
       uv_run(&l.loop, UV_RUN_DEFAULT);

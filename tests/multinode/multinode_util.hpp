@@ -1,6 +1,7 @@
 #pragma once
 // Helpers of the multi-node tests: `dtrain launch` processes of the real binary on loopback (one
-// spec, a tokened store served by node 0's agent), their exit statuses and output.
+// spec, a tokened store served by node 0's agent), their exit statuses and output, and what the
+// rendezvous says of the run (the generation, who joined it, each node's state).
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -15,7 +16,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -112,14 +115,15 @@ struct Job {
   std::string job;
 
   // `script` runs under sh -c in every worker; $T is the temp dir, env-$RANK-$DTRAIN_GENERATION
-  // dumps are written before it runs.
+  // dumps are written before it runs, and `await FILE` (agent_test::kAwait) waits for a file.
   Job(int instances, int procs, const std::string& script, const std::string& extra = "")
       : Job(std::to_string(instances), procs, script, extra) {}
   // `instances`: the JSON of cluster.instances ("3", or "{\"min\": 2, \"max\": 4}")
   Job(const std::string& instances, int procs, const std::string& script, const std::string& extra = "") {
     agent_test::write_file(t / "token", token + "\n");
     fs::permissions(t / "token", fs::perms(0600));
-    std::string cmd = "env > \"$T/env-$RANK-$DTRAIN_GENERATION.tmp\" && mv \"$T/env-$RANK-$DTRAIN_GENERATION.tmp\" "
+    std::string cmd = std::string(agent_test::kAwait) +
+                      "env > \"$T/env-$RANK-$DTRAIN_GENERATION.tmp\" && mv \"$T/env-$RANK-$DTRAIN_GENERATION.tmp\" "
                       "\"$T/env-$RANK-$DTRAIN_GENERATION\"; " + script;
     std::string esc;
     for (char c : cmd) {
@@ -152,11 +156,40 @@ struct Job {
   bool no_workers_left() const {
     return agent_test::wait_until([&] { return agent_test::procs_with_env("MN_MARKER=" + marker).empty(); }, 20);
   }
+  // What the rendezvous says of the run now (its latest generation that a node joined), or nullopt
+  // when it does not answer or knows no run yet.
+  std::optional<dtrain::rdzv::RunStatus> status() const {
+    dtrain::rdzv::ClientOptions c;
+    c.host = "127.0.0.1";
+    c.port = port;
+    c.token = token;
+    c.client_name = "test";
+    c.connect_timeout = std::chrono::milliseconds(2000);
+    try {
+      for (const auto& run : dtrain::rdzv::list_runs(c)) return dtrain::rdzv::query_status(c, run);
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
+  }
+  // Until the run's status satisfies `pred` (60 s at most).
+  bool wait_status(const std::function<bool(const dtrain::rdzv::RunStatus&)>& pred) const {
+    return agent_test::wait_until([&] {
+      auto st = status();
+      return st && pred(*st);
+    }, 60);
+  }
+  // The state node `node` last published ("" when it is not in the run's status).
+  static std::string state_of(const dtrain::rdzv::RunStatus& st, int node) {
+    for (const auto& n : st.nodes)
+      if (n.node_rank == node) return n.state;
+    return "";
+  }
 };
 
-// An elastic 2:4 job: its instances, the rest of its spec, and its workers' script (generation 0
-// proves its collectives, then runs until the job changes; later generations prove theirs and end).
-inline constexpr const char* kElastic = R"({"min": 2, "max": 4})";
+// An elastic 2:3 job (three nodes fill its barrier at once; two close it once the last call passed):
+// its instances, the rest of its spec, and its workers' script (generation 0 proves its collectives,
+// then runs until the job changes; later generations prove theirs and end).
+inline constexpr const char* kElastic = R"({"min": 2, "max": 3})";
 inline constexpr const char* kElasticExtra = R"(, "batch": {"global": 24}, "restart": {"max_restarts": 2})";
 inline std::string elastic_script() {
   return fmt::format("if [ \"$DTRAIN_GENERATION\" = 0 ]; then '{0}' --count 1000 --iters 2 || exit 9; exec sleep 60; fi; "

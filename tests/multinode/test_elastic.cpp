@@ -40,9 +40,9 @@ long resumed_step(const std::string& out) {
 
 TEST_SUITE("agent::multinode::elastic") {
 
-TEST_CASE("an elastic 2:4 job of three nodes loses one mid-run: the other two finish in generation 1 at world size 4") {
+TEST_CASE("an elastic 2:3 job of three nodes loses one mid-run: the other two finish in generation 1 at world size 4") {
   Job j(kElastic, 2, elastic_script(), kElasticExtra);
-  // three of at most four: the barrier waits out the last call, long enough for all three to be in
+  // the barrier closes once all three are in (it is full); the last call bounds the wait for the third
   std::vector<std::string> wait{"--set", "/rendezvous/last_call_s=3"};
   Node n0 = j.node(0, wait), n1 = j.node(1, wait), n2 = j.node(2, wait);
   REQUIRE_MESSAGE(j.all_env(6, 0), err_of(n0));  // 6 ranks in generation 0
@@ -104,7 +104,8 @@ TEST_CASE("an elastic job at its maximum refuses one more node, and a node of an
 
 TEST_CASE("the demo worker after an elastic shrink ends with the weights of a run started at that size from the same checkpoint") {
   const fs::path worker = DEMO_WORKER;
-  // rank 0 of a later generation keeps the checkpoints it resumes from, for run B
+  // rank 0 of a later generation keeps the checkpoints it resumes from, for run B; the steps are paced
+  // (15 ms each, 200 of them) so that the job still runs when the test has seen step 20 and kills node 2
   const std::string script = fmt::format(
       "if [ \"$DTRAIN_GENERATION\" != 0 ] && [ \"$RANK\" = 0 ]; then cp -r \"$DTRAIN_CHECKPOINT_DIR\" "
       "\"$T/resume-$DTRAIN_GENERATION\"; fi; exec '{}' --float64 --checkpoint-every 1 --step-sleep-ms 15 "
@@ -112,7 +113,7 @@ TEST_CASE("the demo worker after an elastic shrink ends with the weights of a ru
       worker.string());
   const std::string extra = R"(, "batch": {"global": 24, "dataset_size": 2400, "epochs": 2}, "restart": {"max_restarts": 1})";
 
-  // A: three nodes of an elastic 2:4 job; node 2 is SIGKILLed mid-run, the other two finish from the checkpoint
+  // A: three nodes of an elastic 2:3 job; node 2 is SIGKILLed mid-run, the other two finish from the checkpoint
   Job a(kElastic, 1, script, extra);
   const fs::path ckpt = a.t.path / "ckpt";
   std::vector<std::string> more{"--set", "/rendezvous/last_call_s=3", "--set", "/restart/checkpoint_dir=" + ckpt.string()};

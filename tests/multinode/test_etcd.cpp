@@ -54,7 +54,7 @@ TEST_CASE("two nodes meet in an etcd that wants client certificates; their worke
   CHECK_MESSAGE(err_of(bad).find("TLS") != std::string::npos, err_of(bad));
 }
 
-TEST_CASE("under the etcd backend node 0's agent is killed mid-run: the other nodes of an elastic 2:4 job finish") {
+TEST_CASE("under the etcd backend node 0's agent is killed mid-run: the other nodes of an elastic 2:3 job finish") {
   etcdtest::EtcdServer etcd;
   REQUIRE_ETCD(etcd);
   Job j(kElastic, 2, elastic_script(), kElasticExtra);

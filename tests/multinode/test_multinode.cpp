@@ -63,7 +63,8 @@ TEST_CASE("collectives across agents after a restart: generation 1 bootstraps fr
 }
 
 TEST_CASE("a worker failure on node 1 stops node 0; both exit with the root cause's code") {
-  Job j(2, 2, "if [ \"$RANK\" = 2 ]; then sleep 0.3; exit 3; fi; exec sleep 60");
+  // rank 2 fails once every worker of the job runs
+  Job j(2, 2, "if [ \"$RANK\" = 2 ]; then for r in 0 1 3; do await \"$T/env-$r-0\"; done; exit 3; fi; exec sleep 60");
   Node n0 = j.node(0), n1 = j.node(1);
   CHECK_MESSAGE(finish(n1, 60) == 3, err_of(n1));
   CHECK_MESSAGE(finish(n0, 60) == 3, err_of(n0));
@@ -143,15 +144,18 @@ TEST_CASE("node ranks not given: the agent on the endpoint's address serves, the
 }
 
 TEST_CASE("a failure on node 1 after node 0's workers finished: node 0 leaves the exit barrier with it") {
-  Job j(2, 1, "if [ \"$RANK\" = 1 ]; then sleep 2; exit 5; fi; exit 0");
+  // rank 1 fails once the rendezvous shows node 0 done (its workers finished, the exit barrier next)
+  Job j(2, 1, "if [ \"$RANK\" = 1 ]; then await \"$T/go\"; exit 5; fi; exit 0");
   Node n0 = j.node(0), n1 = j.node(1);
+  REQUIRE(j.wait_status([](const auto& st) { return Job::state_of(st, 0) == "done"; }));
+  agent_test::write_file(j.t / "go", "");
   CHECK_MESSAGE(finish(n1, 60) == 5, err_of(n1));
   CHECK_MESSAGE(finish(n0, 60) == 5, err_of(n0));
   CHECK_MESSAGE(err_of(n0).find("rank 1 exited with code 5") != std::string::npos, err_of(n0));
 }
 
 TEST_CASE("a failure with a restart left: every node re-joins under generation 1 with a fresh MASTER_PORT") {
-  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; "
+  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then await \"$T/env-0-0\"; exit 4; fi; "
               "[ \"$DTRAIN_GENERATION\" = 1 ] && exit 0; exec sleep 60",
          R"(, "restart": {"max_restarts": 1})");
   Node n0 = j.node(0), n1 = j.node(1);
@@ -172,7 +176,7 @@ TEST_CASE("a failure with a restart left: every node re-joins under generation 1
 }
 
 TEST_CASE("--master-port reaches every worker of every node exactly, in every generation") {
-  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; "
+  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then await \"$T/env-0-0\"; exit 4; fi; "
               "[ \"$DTRAIN_GENERATION\" = 1 ] && exit 0; exec sleep 60",
         R"(, "restart": {"max_restarts": 1})");
   int port = free_port();
@@ -189,11 +193,11 @@ TEST_CASE("--master-port reaches every worker of every node exactly, in every ge
 
 TEST_CASE("SIGINT while re-joining for a restart: the agent exits 130 at once, nothing left waiting") {
   // node 1 sits in a long backoff after its failure, so node 0 waits in the join of generation 1
-  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then sleep 0.3; exit 4; fi; exec sleep 60",
+  Job j(2, 1, "if [ \"$RANK\" = 1 ] && [ \"$DTRAIN_GENERATION\" = 0 ]; then await \"$T/env-0-0\"; exit 4; fi; exec sleep 60",
         R"(, "restart": {"max_restarts": 1})");
   Node n0 = j.node(0), n1 = j.node(1, {"--set", "/restart/backoff_s=30"});
-  REQUIRE(agent_test::wait_until([&] { return err_of(n0).find("restarting the group") != std::string::npos; }, 40));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // in the join barrier of generation 1
+  // node 0 waits in the join barrier of generation 1, alone
+  REQUIRE(j.wait_status([](const auto& st) { return st.generation == 1 && st.joined == 1; }));
   auto t0 = std::chrono::steady_clock::now();
   ::kill(n0.pid, SIGINT);
   CHECK_MESSAGE(finish(n0, 20) == 130, err_of(n0));
@@ -249,18 +253,7 @@ TEST_CASE("a duplicate node rank is refused with a named error (2); the right no
   REQUIRE(listening(j.port));  // node 0 serves; the duplicate must find the address taken
   // Node 0 joins its own rendezvous a moment after it listens; a duplicate that came in between would
   // take rank 0 first and the real node 0 would be the one refused. Start it once node 0 is in.
-  dtrain::rdzv::ClientOptions c;
-  c.host = "127.0.0.1";
-  c.port = j.port;
-  c.token = j.token;
-  c.client_name = "test";
-  REQUIRE(agent_test::wait_until(
-      [&] {
-        for (const auto& run : dtrain::rdzv::list_runs(c))
-          if (dtrain::rdzv::query_status(c, run).joined == 1) return true;
-        return false;
-      },
-      30));
+  REQUIRE(j.wait_status([](const auto& st) { return st.joined == 1; }));
   Node dup = start(j.t, "dup", j.args(0));
   CHECK_MESSAGE(finish(dup, 60) == 2, err_of(dup));
   CHECK_MESSAGE(err_of(dup).find("node rank 0") != std::string::npos, err_of(dup));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Elastic jobs on hosts in network namespaces (netns.sh): three hosts of a 2:4 job, each with its
+# Elastic jobs on hosts in network namespaces (netns.sh): three hosts of a 2:3 job, each with its
 # own address, every process inside the namespaces.
 #   1. built-in rendezvous on host 0: host 2's link is cut mid-job; hosts 0 and 1 go on in
 #      generation 1 at world size 2 and finish.
@@ -28,7 +28,7 @@ netns_begin dte dtrain-netns-elastic 4 75
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
 chmod 600 "$tmp/token"
 
-# job NAME RENDEZVOUS_JSON: a 2:4 elastic spec, one worker per host; generation 0 runs until the job
+# job NAME RENDEZVOUS_JSON: a 2:3 elastic spec (three hosts fill its barrier at once), one worker per host; generation 0 runs until the job
 # changes, later ones end at once; workers dump their env to $T/env-$RANK-$DTRAIN_GENERATION
 job() {
   local name=$1 rdzv=$2
@@ -36,7 +36,7 @@ job() {
   cat >"$tmp/$name/job.json" <<EOF
 {"version": 1, "name": "$name",
  "command": ["sh", "-c", "env > \"\$T/env-\$RANK-\$DTRAIN_GENERATION.tmp\" && mv \"\$T/env-\$RANK-\$DTRAIN_GENERATION.tmp\" \"\$T/env-\$RANK-\$DTRAIN_GENERATION\"; [ \"\$DTRAIN_GENERATION\" = 0 ] && exec sleep 60; exit 0"],
- "cluster": {"instances": {"min": 2, "max": 4}, "procs_per_instance": 1},
+ "cluster": {"instances": {"min": 2, "max": 3}, "procs_per_instance": 1},
  "rendezvous": {$rdzv, "heartbeat_s": 0.5, "heartbeat_timeout_s": 2, "join_timeout_s": 40, "last_call_s": 3},
  "restart": {"max_restarts": 2},
  "env": {"T": "$tmp/$name", "NETNS_MARKER": "$prefix-$name"}, "grace_s": 2}

@@ -24,7 +24,7 @@
 // exit barrier timed out; 77 the token or run id was refused; 2 a spec conflict between nodes (every
 // node that joined is refused, naming the fields that differ) or a multi-node job without a token
 // (unless insecure).
-#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/options.hpp"
 
 namespace dtrain::agent {
 

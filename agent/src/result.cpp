@@ -1,4 +1,5 @@
-// The end-of-run summary: the root cause, the other failures, and where the logs are.
+// What a run ended with, as a summary (dtrain/agent/result.hpp): the root cause, the other failures,
+// and where the logs are.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -7,7 +8,7 @@
 
 #include <cerrno>
 
-#include "dtrain/agent/agent.hpp"
+#include "dtrain/agent/result.hpp"
 #include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 #include "failure_report.hpp"
