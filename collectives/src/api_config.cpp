@@ -1,6 +1,6 @@
 // The C ABI of version 0.3's init: dtrain_comm_init_config (a communicator bootstrapped through the
 // caller's key-value store callbacks, with an extensible configuration read up to its struct_size),
-// dtrain_comm_set_timeout and dtrain_version_code.
+// dtrain_comm_set_timeout, dtrain_comm_abort and dtrain_version_code.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -99,6 +99,13 @@ dtrain_status_t dtrain_comm_set_timeout(dtrain_comm_t comm, double timeout_s) {
     c.set_timeout(std::chrono::milliseconds(ms <= 0 ? 0 : ms > 1e15 ? static_cast<long long>(1e15)
                                                                     : std::max(1LL, static_cast<long long>(ms))));
     if (comm->nccl) comm->nccl->set_timeout(c.timeout());  // a later NCCL communicator starts with it
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_comm_abort(dtrain_comm_t comm, const char* reason) {
+  return guard([&] {
+    cpu_of(comm).abort(reason != nullptr && *reason != '\0' ? reason : "aborted");
     return DTRAIN_SUCCESS;
   });
 }

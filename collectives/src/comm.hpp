@@ -7,6 +7,7 @@
 // where the ranks are (engine/factory.cpp). The world from the environment or dtrain_comm_init takes
 // the ranks of one node as contiguous, as torchrun and `dtrain launch` number them; one made through a
 // caller's store (with_hosts(), comm_hosts.cpp) learns every rank's host from the store.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -147,6 +148,9 @@ class Communicator {
 
   // Marks the communicator failed (used by the C ABI for errors raised outside the CPU engines).
   void mark_failed(dtrain_status_t status, const std::string& msg) noexcept;
+  // dtrain_comm_abort: the one call another thread may make while a call runs here. The call in
+  // progress fails through the engine's abort (DTRAIN_ERR_ABORTED with `reason`), as do later calls.
+  void abort(const std::string& reason) noexcept;
   bool failed() const { return failed_; }
 
  private:
@@ -212,6 +216,9 @@ class Communicator {
   std::vector<std::uint8_t> scratch_;  // scaled inputs of premultiplied sums
   bool failed_ = false;
   std::string failure_;
+  std::atomic<bool> abort_claimed_{false};  // abort(): the first caller writes abort_reason_
+  std::atomic<bool> aborted_{false};        // then publishes it here
+  std::string abort_reason_;
 };
 
 // Runs an engine call: a failure marks the communicator failed (and aborts the engine, so waiting

@@ -13,6 +13,7 @@
 // an exchange that meets one parks it in the peer's inbox, where the matching receive finds it. A
 // failing rank records why in the store (<key_prefix>abort) and shuts its sockets, so the others
 // fail at once and report the root cause. Ranks are group ranks; messages name world ranks (Options::members).
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -165,7 +166,7 @@ class Mesh {
   rdzv::Bytes secret_;  // the communicator's, from the store (handshake::kSecretBytes)
   std::vector<Pair> pairs_;
   std::vector<std::deque<Parked>> inbox_;  // per peer, in arrival order
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};  // abort() may come from another thread (dtrain_comm_abort)
 };
 
 }  // namespace dtrain::coll::tcp

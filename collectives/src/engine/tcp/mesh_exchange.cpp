@@ -223,8 +223,7 @@ void Mesh::check_header(const OpDesc& d, const Xfer& x) const {
 }
 
 void Mesh::abort(dtrain_status_t status, const std::string& msg) noexcept {
-  if (aborted_) return;
-  aborted_ = true;
+  if (aborted_.exchange(true)) return;
   try {
     const std::string v = fmt::format("{} rank {}: {}", static_cast<int>(status), world(rank_), msg);
     store_->compare_set(prefix_ + "abort", {}, rdzv::as_bytes(v));
