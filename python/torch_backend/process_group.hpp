@@ -183,7 +183,7 @@ class ProcessGroupDtrain : public TorchBackend {
   // torch splits a group once per device it is registered for: both get the same child.
   const c10d::Store* split_store_ = nullptr;
   std::vector<int> split_ranks_;
-  c10::weak_intrusive_ptr<ProcessGroupDtrain> split_child_{c10::intrusive_ptr<ProcessGroupDtrain>()};
+  c10::weak_intrusive_ptr<c10d::Backend> split_child_{c10::intrusive_ptr<c10d::Backend>()};
 #endif
 };
 

@@ -147,7 +147,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupDtrain::split(const c10::intrusive
   track(child);
   split_store_ = store.get();
   split_ranks_ = sorted;
-  split_child_ = c10::weak_intrusive_ptr<ProcessGroupDtrain>(child);
+  split_child_ = c10::weak_intrusive_ptr<c10d::Backend>(c10::intrusive_ptr<c10d::Backend>(child));
   return child;
 }
 #endif

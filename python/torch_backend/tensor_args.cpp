@@ -90,7 +90,7 @@ Reduction reduction_of(const c10d::ReduceOp& r, at::ScalarType t, const char* op
         out.scale = s->double_factor;
       } else {
         TORCH_CHECK(factor.numel() == 1, "dtrain backend: ", op,
-                    " takes one PREMUL_SUM factor (a float or a list of one 1-element tensor)");
+                    " takes one PREMUL_SUM factor (a float or a 1-element tensor)");
         out.scale = factor.item<double>();
       }
       return out;

@@ -25,7 +25,9 @@ def check_backend_object(c, rank):
     backend = pg._get_backend(CPU)
     c.true(isinstance(backend, dtrain.torch.ProcessGroupDtrain), f"the cpu backend is {type(backend)}")
     c.true(isinstance(backend, torch._C._distributed_c10d.Backend), "ProcessGroupDtrain is a torch Backend")
-    c.true(pg.name() == "dtrain" and dist.get_backend() == "dtrain", f"the group's backend name is {pg.name()}")
+    # (the ProcessGroup's own name() is torch's "custom" for every plugin backend)
+    c.true(backend.name() == "dtrain" and dist.get_backend() == "dtrain",
+           f"the backend's name is {backend.name()}, the group's {dist.get_backend()}")
     cuda = pg._get_backend(torch.device("cuda"))  # registered for both devices: one object serves both
     c.true(cuda is backend or cuda == backend, "the cuda backend is the cpu one")
     c.true(pg.group_name != "", "the group has a name (functional collectives resolve it)")
@@ -118,7 +120,10 @@ def check_sequence_numbers(c, rank, world, gloo):
     every = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
     dist.all_gather(every, mine, group=gloo)
     c.true(len({int(x) for x in every}) == 1, f"the ranks agree on the sequence number: {[int(x) for x in every]}")
-    c.true(g._get_sequence_number_for_group() == n, "the process group's sequence number is the backend's")
+    try:
+        c.true(g._get_sequence_number_for_group() == n, "the process group's sequence number is the backend's")
+    except RuntimeError as e:  # torch 2.6's ProcessGroup asks only gloo, NCCL and UCC backends (ProcessGroup.hpp)
+        c.true("does not yet support sequence numbers" in str(e), f"the group's sequence number: {e}")
     dist.destroy_process_group(g)
 
 
@@ -158,8 +163,12 @@ def check_shutdown_and_abort(c, rank, world, gloo):
         c.true(not work.is_completed(), "the op waits for rank 1")
         if TORCH_VERSION < (2, 7):
             # torch 2.6's _abort_process_group aborts ProcessGroupNCCL only: for any other backend it
-            # logs a warning and returns (torch/distributed/distributed_c10d.py, _abort_process_group)
-            dist.distributed_c10d._abort_process_group(g)
+            # logs a warning and returns, and in a torch without NCCL (Debian's) it fails on the name
+            # ProcessGroupNCCL (torch/distributed/distributed_c10d.py, _abort_process_group)
+            try:
+                dist.distributed_c10d._abort_process_group(g)
+            except NameError as e:
+                print(f"rank 0: torch's _abort_process_group: {e!r}", flush=True)
             time.sleep(0.2)
             c.true(not work.is_completed(), "torch < 2.7's _abort_process_group does not reach the backend")
             aborter = threading.Thread(target=backend.abort, args=("the test aborted the group",))
