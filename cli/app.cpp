@@ -13,8 +13,7 @@
 #include "dtrain/common/params.hpp"
 #include "dtrain/common/text.hpp"
 #include "dtrain/config/errors.hpp"
-#include "dtrain/config/plan.hpp"
-#include "pet_env.hpp"
+#include "command_line.hpp"
 
 namespace dtrain::cli {
 namespace {
@@ -111,13 +110,6 @@ int check_command_word(int argc, char** argv, int& at) {
   return -1;
 }
 
-// After a refusal: which PET_* variables were read as flags (the message names the flag).
-void say_pet(const std::vector<PetUse>& used) {
-  for (const auto& u : used)
-    std::fprintf(stderr, "note: %s=%s from the environment was read as %s (torchrun's PET_* variables)\n",
-                 u.variable.c_str(), u.value.c_str(), u.flag.c_str());
-}
-
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -133,7 +125,6 @@ int run(int argc, char** argv) {
   app.footer("Exit status: 0 ok, 2 usage or job spec error; see dtrain(1) for the full table.");
   Runner runner;
   ProgramWords program;
-  std::vector<PetUse> pet_used;
   // Only the chosen command's options are built (a launch does not pay for the others'), unless
   // the command is help or none is given (dtrain --help lists them all).
   const std::string_view chosen = at > 0 ? std::string_view(argv[at]) : std::string_view("help");
@@ -146,23 +137,15 @@ int run(int argc, char** argv) {
       std::vector<std::string> rest(args.begin() + at + 1, args.end());
       args.resize(std::size_t(at) + 1);
       CLI::App* sub = app.get_subcommand(args.back());
-      std::vector<std::string> cli = split_program(*sub, rest, program);
-      PetResult pet = pet_arguments(*sub, cli, program, config::Environment::current().vars);
-      for (const auto& n : pet.notes) std::fprintf(stderr, "dtrain: note: %s\n", n.c_str());
-      pet_used = pet.used;
-      for (auto& a : pet.args) args.push_back(std::move(a));
-      for (auto& a : cli) args.push_back(std::move(a));
+      for (auto& a : split_program(*sub, rest, program)) args.push_back(std::move(a));
     }
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());
     app.parse(static_cast<int>(cargs.size()), cargs.data());
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    if (rc != 0) say_pet(pet_used);
-    return rc == 0 ? 0 : exit_code::usage;
+    return app.exit(e) == 0 ? 0 : exit_code::usage;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());
-    say_pet(pet_used);
     return exit_code::usage;
   }
   try {
@@ -177,11 +160,9 @@ int run(int argc, char** argv) {
     for (const auto& p : e.problems()) identity = identity || variable(p.path);
     std::fprintf(stderr, "hint: every job spec field, its type and default: man 5 dtrain-job%s\n",
                  identity ? "; node identity from the environment: man 1 dtrain (NODE IDENTITY)" : "");
-    say_pet(pet_used);
     return exit_code::usage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtrain: %s\n", e.what());
-    if (exit_status_of(e) == exit_code::usage) say_pet(pet_used);
     return exit_status_of(e);
   }
 }

@@ -3,47 +3,41 @@
 // (dtrain-launch(1)).
 #include <CLI/CLI.hpp>
 
-#include <cstring>
 #include <memory>
-#include <optional>
-#include <set>
-#include <string>
+
+#include <fmt/format.h>
 
 #include "app.hpp"
 #include "dtrain/agent/agent.hpp"
 #include "dtrain/agent/multinode.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/system.hpp"
-#include "dtrain/common/text.hpp"
-#include "dtrain/config/program.hpp"
-#include "dtrain/config/plan.hpp"
 #include "spec_options.hpp"
 
 namespace dtrain::cli {
 
 namespace {
 
-struct LaunchArgs {
-  SpecArgs spec;
-};
-
-int launch(const LaunchArgs& a) {
+int launch(LaunchArgs& a) {
   sys::raise_fd_limit();  // every worker holds pipes and log files open in the agent
   // the resolved launch (spec + flags + environment); the agent reads the job's settings from it
-  config::Plan plan = load_plan(a.spec, /*job_required=*/false);
+  config::Launch l = resolve(a, /*job_required=*/false);
+  // -H/--hosts from a machine that is not one of the hosts: this launch has no node of its own
+  if (const auto& hosts = l.plan.hosts; hosts && hosts->this_host < 0)
+    throw ConfigError(fmt::format("{}: this machine ({}) is not one of the hosts; run dtrain launch with the same "
+                                  "words on each host (its node rank is its place in the list, or --node-rank R)",
+                                  hosts->from, l.plan.identity.host));
   agent::AgentOptions o;
   o.embed_store = true;
   o.reap_escapees = true;  // this process has no children but the ones the agent spawns
-  const RunArgs& run = a.spec.run;
-  o.role = run.role;
-  o.summary_json = run.summary_json;
-  o.output.terminal_ranks = terminal_ranks(run, plan);
-  if (!run.redirects.empty()) o.output.redirects = parse_streams(run.redirects, "--redirects");
-  // --tee: the log files keep both streams anyway
-  o.keep_logs = (!run.redirects.empty() && run.redirects != "0") || (!run.tee.empty() && run.tee != "0");
-  o.progress = run.no_progress ? 0 : (run.progress ? 1 : -1);
-  o.plan = std::move(plan);
-  if (agent::is_multinode(o.plan)) return agent::run_multinode(std::move(o), {a.spec.insecure});
+  o.role = l.settings.role;
+  o.summary_json = l.settings.summary_json;
+  o.output.terminal_ranks = l.settings.terminal_ranks;
+  o.output.redirects = l.settings.redirects;
+  o.keep_logs = l.settings.keep_logs;
+  o.progress = l.settings.progress;
+  o.plan = std::move(l.plan);
+  if (agent::is_multinode(o.plan)) return agent::run_multinode(std::move(o), {l.settings.insecure});
   agent::Agent agent(std::move(o));
   return agent.run();
 }
@@ -55,8 +49,8 @@ void register_launch(CLI::App& app, Runner& run, const ProgramWords& words) {
   CLI::App* sub = app.add_subcommand(
       "launch", "run a job's workers on this node and supervise them: dtrain launch [OPTIONS] train.py [ARGS], "
                 "a job file, or (with neither) the built-in demo job");
-  args->spec.program = &words;
-  add_spec_options(sub, args->spec);
+  args->words = &words;
+  add_launch_options(sub, *args);
   sub->footer(
       "After JOB.json, arguments after -- are appended to the job's command; without a job file, the first word "
       "that is not an option starts the program (a Python script, -m MODULE, --no-python PROG, or -- PROG). "

@@ -12,21 +12,21 @@
 namespace dtrain::cli {
 
 void register_plan(CLI::App& app, Runner& run, const ProgramWords& words) {
-  struct Args {
-    SpecArgs spec;
+  struct Args : LaunchArgs {
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("plan", "show the computed plan of a job (cluster, ranks, batch), start nothing");
   sub->footer("Takes every word dtrain launch takes (torchrun's flags, PET_<FLAG> variables). Refuses what dtrain launch refuses, with its message and exit status: 2 usage or spec error, 126/127 "
               "command not executable/not found. See dtrain-plan(1).");
-  args->spec.program = &words;
-  add_spec_options(sub, args->spec);
+  args->words = &words;
+  add_launch_options(sub, *args);
   sub->add_flag("--json", args->json, "print the plan as one JSON object");
   sub->callback([args, &run] {
     run = [args] {
-      config::Plan plan = load_plan(args->spec, /*job_required=*/true);
-      if (int rc = preflight(plan, args->spec.insecure); rc != 0) return rc;
+      config::Launch launch = resolve(*args, /*job_required=*/true);
+      if (int rc = preflight(launch); rc != 0) return rc;
+      const config::Plan& plan = launch.plan;
       std::string out = args->json ? config::plan_to_json(plan) + "\n" : config::plan_to_text(plan);
       std::fwrite(out.data(), 1, out.size(), stdout);
       return 0;

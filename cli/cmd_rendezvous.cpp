@@ -13,8 +13,8 @@
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/text.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
 
 namespace dtrain::cli {
 namespace {

@@ -20,8 +20,8 @@
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/text.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/run_status.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "dtrain/rendezvous/membership/run_status.hpp"
 
 namespace dtrain::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include "app.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 
 namespace dtrain::cli {
 namespace {

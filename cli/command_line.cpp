@@ -3,6 +3,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <set>
+
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/text.hpp"
 
@@ -62,6 +65,17 @@ bool ends_with(const std::string& s, const std::string& tail) {
                                 near ? fmt::format(", did you mean '{}'?", *near) : std::string(), cmd));
 }
 
+bool one_dash_word(const std::string& name) { return name.size() > 2 && name[0] == '-' && name[1] != '-'; }
+
+// mpirun's -np, -ppn -> the name CLI11 knows their row by ("-n", "--npernode"); nullopt otherwise.
+std::optional<std::string> mpirun_word(const std::string& a) {
+  if (!one_dash_word(a)) return std::nullopt;
+  const config::FlagRow* row = config::find_flag(a);
+  if (row == nullptr) return std::nullopt;
+  std::string names = cli11_names(*row);
+  return names.substr(0, names.find(','));
+}
+
 // "--nproc_per_node=4" -> "--nproc-per-node=4" when the option exists spelled with dashes.
 std::string dashed(const CLI::App& sub, const std::string& name) {
   if (name.rfind("--", 0) != 0 || name.find('_') == std::string::npos) return name;
@@ -71,7 +85,44 @@ std::string dashed(const CLI::App& sub, const std::string& name) {
   return sub.get_option_no_throw(d) != nullptr ? d : name;
 }
 
+// torchrun (argparse) takes an unambiguous beginning of a long flag as that flag, in either
+// spelling: "--nproc_per_nod 2" is --nproc-per-node 2, with one note. Only torchrun's flags are
+// completed (dtrain's own keep CLI11's exact names); a beginning that several flags share, dtrain's
+// own included, is refused naming them. nullopt: not a torchrun flag's beginning.
+std::optional<std::string> completed(const CLI::App& sub, const std::string& word) {
+  if (word.rfind("--", 0) != 0 || word.size() < 3) return std::nullopt;
+  std::string d = word;
+  for (std::size_t i = 2; i < d.size(); ++i)
+    if (d[i] == '_') d[i] = '-';
+  std::vector<std::string> hits;
+  std::set<const config::FlagRow*> rows;
+  bool torchrun = false;
+  for (const CLI::Option* o : sub.get_options())
+    for (const auto& l : o->get_lnames()) {
+      if (("--" + l).rfind(d, 0) != 0) continue;
+      hits.push_back("--" + l);
+      const config::FlagRow* row = config::find_flag(hits.back());
+      rows.insert(row);  // nullptr: CLI11's --help, plan's --json
+      torchrun = torchrun || (row != nullptr && row->family == config::FlagFamily::torchrun);
+    }
+  if (!torchrun) return std::nullopt;
+  if (rows.size() > 1)
+    throw ConfigError(fmt::format("dtrain {}: '{}' is ambiguous: it begins {}; give the whole flag", sub.get_name(), word,
+                                  text::join(hits, ", ")));
+  std::string full = config::flag_name(**rows.begin());
+  std::fprintf(stderr, "dtrain: note: %s taken as %s (torchrun takes an unambiguous beginning of a flag)\n",
+               word.c_str(), full.c_str());
+  return full;
+}
+
 }  // namespace
+
+std::string cli11_names(const config::FlagRow& row) {
+  std::string out;
+  for (const auto& n : config::flag_names(row))
+    if (!one_dash_word(n)) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
 
 std::vector<std::string> split_program(const CLI::App& sub, const std::vector<std::string>& args, ProgramWords& out) {
   std::vector<std::string> cli;
@@ -88,7 +139,6 @@ std::vector<std::string> split_program(const CLI::App& sub, const std::vector<st
       // JOB.json as the first word keeps the options after it (the job file form)
       if (!job_file && ends_with(a, ".json")) {
         job_file = true;
-        out.job_file = a;
         cli.push_back(a);
         continue;
       }
@@ -96,8 +146,10 @@ std::vector<std::string> split_program(const CLI::App& sub, const std::vector<st
       break;
     }
     auto eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
-    std::string name = dashed(sub, a.substr(0, eq));
+    std::string name = mpirun_word(a).value_or(dashed(sub, a.substr(0, eq)));
     const CLI::Option* opt = sub.get_option_no_throw(name);
+    if (opt == nullptr)
+      if (auto full = completed(sub, name)) opt = sub.get_option_no_throw(name = *full);
     if (opt == nullptr && a.size() > 2 && a[1] != '-') {  // torchrun's -r3, -t3: a short option and its value
       const CLI::Option* s = sub.get_option_no_throw(a.substr(0, 2));
       if (s != nullptr && s->get_items_expected_max() > 0) {
@@ -108,13 +160,7 @@ std::vector<std::string> split_program(const CLI::App& sub, const std::vector<st
     }
     if (opt == nullptr) unknown_option(sub, name);
     cli.push_back(eq == std::string::npos ? name : name + a.substr(eq));
-    std::string value = eq == std::string::npos ? std::string() : a.substr(eq + 1);
-    if (eq == std::string::npos && opt->get_items_expected_max() > 0 && i + 1 < args.size()) {
-      value = args[++i];
-      cli.push_back(value);
-    }
-    if (name == "--spec") out.job_file = value;
-    if (name == "--set") out.sets.push_back(value);
+    if (eq == std::string::npos && opt->get_items_expected_max() > 0 && i + 1 < args.size()) cli.push_back(args[++i]);
   }
   return cli;
 }

@@ -7,11 +7,15 @@
 //   dtrain launch [OPTIONS] -- PROG [ARGS...]                     a program run as it is
 //
 // split_program() runs before CLI11 sees argv: it accepts torchrun's underscore spellings of long
-// options (--nproc_per_node), answers an unknown option with a did-you-mean (never blaming a job
-// file), and takes the words from the program on out of argv.
+// options (--nproc_per_node) and, as torchrun's argparse does, an unambiguous beginning of one of
+// torchrun's long flags (--nproc_per_nod, with a note; dtrain's own flags are matched exactly),
+// mpirun's one-dash words (-np, -ppn), answers an unknown option with a did-you-mean (never blaming
+// a job file), and takes the words from the program on out of argv.
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "dtrain/config/flags.hpp"
 
 namespace CLI {
 class App;
@@ -23,9 +27,12 @@ struct ProgramWords {
   std::vector<std::string> words;     // the program and its arguments ("" when none was given)
   bool after_dashdash = false;        // given as `-- PROG ARGS`: a program run as it is
   std::vector<std::string> appended;  // `JOB.json -- ARGS`: appended to the job's command
-  std::string job_file;               // JOB.json or --spec FILE ("" when none), for PET_* (pet_env.hpp)
-  std::vector<std::string> sets;      // the --set assignments, for PET_*
 };
+
+// The names of a flag row that CLI11 takes ("-n", "--npernode"): mpirun's words of one dash and
+// several letters (-np, -ppn) are not among them; split_program() turns them into the row's first
+// CLI11 name.
+std::string cli11_names(const config::FlagRow& row);
 
 // `args` are the words after the subcommand's name. Returns those CLI11 must parse (options with
 // dashes, JOB.json) and fills `out`. Throws ConfigError for an unknown option.

@@ -4,7 +4,7 @@
 # sources one by one against batches of 8: dtrain 48.7 -> 15.3 s, dtrain_agent 36.7 -> 16.2 s,
 # dtrain_config 29.8 -> 17.0 s, dtrain_collectives 6.5 -> 2.1 s, dtrain_common 4.6 -> 1.4 s.
 # Left out: targets whose files define helpers of the same name in anonymous namespaces, which a
-# unity batch refuses (dtrain_rdzv_client, dtrain_rendezvous, dtrain_collectives_core) or, with
+# unity batch refuses (dtrain_rdzv_store, dtrain_rdzv_membership, dtrain_rdzv_server, dtrain_collectives_core) or, with
 # overloads, could resolve differently; the test programs (their files share helper names).
 # DTRAIN_UNITY_BUILD: off by default (a unity batch recompiles whole for a change in one of its
 # files: slower edit-and-rebuild); on in the demo preset and in scripts/ci-test.sh, which build

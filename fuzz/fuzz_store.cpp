@@ -18,10 +18,10 @@
 #include <exception>
 
 #include "dtrain/common/log.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "server/connection.hpp"
-#include "server/handlers.hpp"
-#include "server/server_state.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "connection.hpp"
+#include "handlers.hpp"
+#include "server_state.hpp"
 
 using namespace dtrain::rdzv;
 using wire::Frame;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "dtrain/rendezvous/wire.hpp"
+#include "dtrain/rendezvous/store/wire.hpp"
 
 using namespace dtrain::rdzv;
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs from Debian's archive what dtrain needs. Idempotent: packages already present are left
 # alone and nothing is fetched.
-#   scripts/install-deps.sh          everything: the build, the whole test suite with its sanitizer
-#                                    and fuzz stages (scripts/ci-test.sh), bench/
+#   scripts/install-deps.sh          everything: the build, the whole test suite with its sanitizer,
+#                                    fuzz and torch 2.6 stages (scripts/ci-test.sh), bench/
 #   scripts/install-deps.sh --demo   only what the demo needs (the README's first command): the
 #                                    compiler, cmake, ninja and the libraries of the dtrain binary
 #                                    and its demo worker (the "demo" preset builds just those two)
@@ -16,17 +16,18 @@ packages=(
   "${demo_packages[@]}"
   build-essential git doctest-dev
   openmpi-bin libopenmpi-dev   # peer for bench/ and MPI_Allreduce probe
-  iproute2 procps util-linux   # network-namespace tests, process checks
+  iproute2 procps util-linux   # network-namespace tests, process checks; unshare, setpriv, flock (scripts/ci-trixie.sh)
   groff-base                   # man page rendering check
   python3 python3-numpy        # the dtrain Python package's tests, examples/python_sgd.py, bench/python
   clang libclang-rt-dev        # libFuzzer targets (fuzz/, the fuzz preset)
   python3-torch                # the torchrun-style launch of a real PyTorch DDP script (tests/examples), gloo peer of bench/run-all.sh
   libtorch-dev pybind11-dev    # the PyTorch backend's extension (python/torch_backend, cmake/DtrainTorch.cmake)
   python3-matplotlib           # bench/run-all.sh: the busbw-vs-size plot (bench/allreduce-busbw.png)
-  libcurl4-openssl-dev         # the etcd rendezvous backend (rendezvous/etcd: etcd's v3 JSON gateway over HTTP/TLS)
+  libcurl4-openssl-dev         # the etcd rendezvous backend (rendezvous/store/etcd: etcd's v3 JSON gateway over HTTP/TLS)
   etcd-server etcd-client      # a real etcd (and etcdctl) that the etcd backend's tests start on loopback
   python3-yaml                 # the Kubernetes manifests test (tests/kubernetes)
-  openssl                      # the etcd tests' TLS certificates (tests/rendezvous/etcd/etcd_server.cpp)
+  openssl                      # the etcd tests' TLS certificates (tests/rendezvous/etcd_server.cpp)
+  mmdebstrap gpg debian-archive-keyring  # the Debian 13 tree with torch 2.6 of CI's trixie stage (scripts/ci-trixie.sh)
 )
 
 case "${1:-}" in

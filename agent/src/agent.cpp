@@ -220,11 +220,11 @@ void Agent::Impl::execute(const job::Spawn& a) {
 
 void Agent::Impl::execute(const job::Kill& a) {
   gen.group().kill(a.sig, a.stopping);
-  if (!a.arm_grace || gen.group().live() == 0) return;
+  if (!a.grace_s || gen.group().live() == 0) return;
   uv_timer_start(timers.grace.get(), [](uv_timer_t* t) noexcept {
     auto* self = static_cast<Impl*>(t->data);
     if (self != nullptr) guarded(*self, [&] { self->apply(job::GraceOver{self->gen.group().live()}); });
-  }, to_ms(opt.plan.spec.grace_s), 0);
+  }, to_ms(*a.grace_s), 0);
 }
 
 void Agent::Impl::execute(const job::LocalFailure& a) {

@@ -20,7 +20,7 @@
 
 #include "dtrain/agent/env.hpp"
 #include "dtrain/common/uv_handle.hpp"
-#include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
 #include "generation.hpp"
 #include "guardian.hpp"
 #include "job_machine.hpp"
@@ -42,10 +42,7 @@ inline std::uint64_t to_ms(double s) { return s <= 0 ? 0 : static_cast<std::uint
 
 inline JobPolicy policy_of(const AgentOptions& o) {
   JobPolicy p;
-  p.max_restarts = o.plan.spec.restart.max_restarts;
   p.external_start = o.external_start;
-  p.grace_s = o.plan.spec.grace_s;
-  p.max_runtime_s = o.plan.spec.max_runtime_s;
   p.master_port = o.master_port ? o.master_port : o.plan.identity.master_port;
   p.first_generation = o.first_generation;
   return p;
@@ -107,7 +104,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   Impl(AgentOptions o, AgentHooks h)
       : opt(std::move(o)),
         hooks(std::move(h)),
-        machine(policy_of(opt)),
+        machine(opt.plan.spec, policy_of(opt)),
         terminal(opt.output.stdout_fd, opt.output.stderr_fd, opt.progress),
         router(opt.plan.spec.output, opt.output, terminal),
         gen(router, guardian, reaper, *this) {

@@ -9,7 +9,7 @@
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/system.hpp"
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 
 namespace dtrain::agent {
 
@@ -43,7 +43,6 @@ void Agent::Impl::prepare() {
   result.node_rank = plan.identity.node_rank;
 
   auto& ctx = setup.ctx;
-  ctx.max_restarts = spec.restart.max_restarts;
   ctx.run_id = plan.run_id.empty() ? fmt::format("dtrain-{}", ::getpid()) : plan.run_id;
   result.restarts = 0;
   ctx.master_addr = plan.identity.master_addr.empty() ? "127.0.0.1" : plan.identity.master_addr;

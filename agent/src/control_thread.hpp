@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "dtrain/agent/agent.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
 #include "join_line.hpp"
 #include "node_config.hpp"
 #include "session_bridge.hpp"

@@ -68,7 +68,7 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
   put(env, "MASTER_ADDR", ctx.master_addr);
   put(env, "MASTER_PORT", ctx.master_port);
   put(env, "TORCHELASTIC_RESTART_COUNT", ctx.generation);
-  put(env, "TORCHELASTIC_MAX_RESTARTS", ctx.max_restarts);
+  put(env, "TORCHELASTIC_MAX_RESTARTS", plan.spec.restart.max_restarts);
   put(env, "TORCHELASTIC_RUN_ID", ctx.run_id);
   put(env, "TORCHELASTIC_USE_AGENT_STORE", std::string("False"));
   put(env, "DTRAIN_RUN_ID", ctx.run_id);

@@ -97,7 +97,7 @@ void JobMachine::begin_stop(int sig, Actions& out) {
   if (state_ == JobState::restarting) out.emplace_back(job::CancelBackoff{});
   enter(JobState::stopping, out);
   if (sig == SIGKILL) sent_kill_ = true;
-  out.emplace_back(job::Kill{sig, true, sig != SIGKILL});
+  out.emplace_back(job::Kill{sig, true, sig != SIGKILL ? std::optional<double>(job_.grace_s) : std::nullopt});
 }
 
 void JobMachine::on_spawn_failed(const job::SpawnFailed& in, Actions& out) {
@@ -183,7 +183,7 @@ void JobMachine::decide(Actions& out) {
   }
   // a command that could not be executed will not run the next time either
   bool restartable = stop_.reason == StopReason::peer_restart ||
-                     (restarts_ < policy_.max_restarts && !(root_ && root_->exec_errno != 0));
+                     (restarts_ < job_.restart.max_restarts && !(root_ && root_->exec_errno != 0));
   if (!restartable) {
     if (stop_.reason == StopReason::peer_failed) return finish(stop_.code != 0 ? stop_.code : 1, stop_.text);
     return finish(root_ ? root_->status() : 1);
@@ -191,7 +191,7 @@ void JobMachine::decide(Actions& out) {
   ++restarts_;
   std::string why = root_ ? fmt::format("rank {} {}", root_->rank, root_->describe()) : stop_.text;
   out.emplace_back(job::Say{fmt::format("dtrain: {}; restarting the group ({}/{})", why, restarts_,
-                                        std::max(policy_.max_restarts, restarts_))});
+                                        std::max(job_.restart.max_restarts, restarts_))});
   enter(JobState::restarting, out);
   out.emplace_back(job::ArmBackoff{});
 }
@@ -199,7 +199,7 @@ void JobMachine::decide(Actions& out) {
 void JobMachine::on_grace(const job::GraceOver& in, Actions& out) {
   if (in.live > 0)
     out.emplace_back(job::Say{fmt::format("dtrain: {} worker(s) still running after the {} s grace period: SIGKILL",
-                                          in.live, policy_.grace_s)});
+                                          in.live, job_.grace_s)});
   sent_kill_ = true;
   out.emplace_back(job::Kill{SIGKILL});
 }
@@ -215,7 +215,7 @@ void JobMachine::on_runtime(Actions& out) {
   if (stop_.reason == StopReason::signal || stop_.reason == StopReason::abort || stop_.reason == StopReason::hang)
     return;
   stop_.reason = StopReason::timeout;
-  stop_.text = fmt::format("max_runtime_s {} passed", policy_.max_runtime_s.value_or(0));
+  stop_.text = fmt::format("max_runtime_s {} passed", job_.max_runtime_s.value_or(0));
   out.emplace_back(job::Say{fmt::format("dtrain: {}: stopping the job", stop_.text)});
   out.emplace_back(job::SelfStopped{{0, exit_code::max_runtime, stop_.text}});
   begin_stop(SIGTERM, out);
@@ -250,7 +250,7 @@ void JobMachine::on_signal(const job::Signal& in, Actions& out) {
   stop_.reason = StopReason::signal;
   stop_.signal = in.sig;
   out.emplace_back(job::Say{fmt::format("dtrain: {}: stopping {} worker(s) (grace {} s; again to kill them now)",
-                                        signal_name(in.sig), in.live, policy_.grace_s)});
+                                        signal_name(in.sig), in.live, job_.grace_s)});
   out.emplace_back(job::SelfStopped{{in.sig, exit_code::signal_base + in.sig, "interrupted by " + signal_name(in.sig)}});
   if (idle()) return enter(JobState::stopping, out);  // no worker: the generation drains at once
   begin_stop(in.sig, out);

@@ -26,11 +26,10 @@ std::string signal_name(int sig);
 // timeout override a failure, a restart order overrides a failure but not an interrupt.
 enum class StopReason { none, failure, signal, timeout, hang, peer_failed, peer_restart, abort };
 
+// The launch's own part of the policy; the job's settings (restart.max_restarts, grace_s,
+// max_runtime_s) are read from the plan's spec, the one place they live.
 struct JobPolicy {
-  int max_restarts = 0;
   bool external_start = false;          // every generation waits for Event::go
-  double grace_s = 10;                  // SIGTERM -> SIGKILL (named in messages)
-  std::optional<double> max_runtime_s{};  // named in the timeout message
   std::optional<int> master_port{};       // MASTER_PORT of every generation; unset: a free one each
   int first_generation = 0;
 };
@@ -58,8 +57,8 @@ struct Spawn {                                   // start every local worker, th
   int generation = 0;                            // SpawnFailed; master_port unset: pick a free port
   std::optional<int> master_port;
 };
-struct Kill { int sig = 0; bool stopping = false; bool arm_grace = false; };  // signal every live
-    // worker's group; stopping: they are being stopped by the agent; arm_grace: SIGKILL after grace_s
+struct Kill { int sig = 0; bool stopping = false; std::optional<double> grace_s{}; };  // signal every
+    // live worker's group; stopping: they are being stopped by the agent; grace_s: SIGKILL after it
 struct Say { std::string text; };                // one line on the agent's stderr
 struct LocalFailure { WorkerExit exit; };        // the first local failure of the generation
 struct SelfStopped { SelfStop stop; };           // this node stops on its own (before Enter stopping)
@@ -77,8 +76,10 @@ using Action = std::variant<Enter, Spawn, Kill, Say, LocalFailure, SelfStopped, 
 
 class JobMachine {
  public:
-  explicit JobMachine(JobPolicy policy)
-      : policy_(std::move(policy)), generation_(policy_.first_generation), master_port_(policy_.master_port) {}
+  // `job` (the plan's spec) must outlive the machine.
+  JobMachine(const config::JobSpec& job, JobPolicy policy)
+      : job_(job), policy_(std::move(policy)), generation_(policy_.first_generation),
+        master_port_(policy_.master_port) {}
 
   std::vector<job::Action> on(const job::Input& input);
 
@@ -119,6 +120,7 @@ class JobMachine {
   void on_hung(const job::Hung& in, Actions& out);
   bool idle() const { return state_ == JobState::starting || state_ == JobState::restarting; }
 
+  const config::JobSpec& job_;
   JobPolicy policy_;
   JobState state_ = JobState::starting;
   int generation_ = 0;

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
 
 namespace dtrain::agent {
 

@@ -14,7 +14,7 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 #include "join_line.hpp"
 #include "node_config.hpp"
 #include "node_role.hpp"

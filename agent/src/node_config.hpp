@@ -11,8 +11,8 @@
 
 #include "dtrain/agent/agent.hpp"
 #include "dtrain/common/net.hpp"
-#include "dtrain/rendezvous/etcd_backend.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/membership/etcd_membership.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
 
 namespace dtrain::agent {
 

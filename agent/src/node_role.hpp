@@ -5,7 +5,7 @@
 // another agent of this machine that bound it first when node ranks are not given) is joined.
 #include <memory>
 
-#include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
 #include "node_config.hpp"
 
 namespace dtrain::agent {

@@ -6,7 +6,7 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
 #include "failure_report.hpp"
 #include "job_machine.hpp"
 

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "dtrain/agent/agent.hpp"
-#include "dtrain/rendezvous/records.hpp"
+#include "dtrain/rendezvous/membership/records.hpp"
 
 namespace dtrain::agent::bridge {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "dtrain/rendezvous/node_session.hpp"
-#include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
 
 using namespace dtrain::rdzv;
 using Clock = std::chrono::steady_clock;

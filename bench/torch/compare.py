@@ -5,17 +5,18 @@
 
 Each round, under `dtrain launch` with 2 ranks on one node: torch.distributed.all_reduce (float32
 sum, in place, 8 B .. 64 MiB) through the dtrain backend and through gloo in the same job, taking
-turns per size (bench/torch/torch_allreduce.py); the same sizes through dtrain's C call
+turns per size (bench/torch/torch_collectives.py); the same sizes through dtrain's C call
 (bench/allreduce/coll_bench --buffers 1), the backend's own floor; then a DDP training step
-(bench/torch/ddp_step.py) on the dtrain backend, on gloo, and as one process without DDP (the
+(bench/torch/train_step.py --wrap ddp) on the dtrain backend, on gloo, and as one process without DDP (the
 no-communication floor) for a communication-bound model (25M float32 parameters) and a
 compute-bound one. The order of the jobs is reversed every other round. Then min/median/max over
 the rounds, ratios of medians, the targets of issue 21, and a markdown section (stdout and, with
 --results, appended to that file). --quick: 1 round, 2 sizes and small models, a check that the
 script and both sides' sums work.
 
-Exit status: 0; 1 when a run failed or computed wrong sums (listed under "Failures"); 2 on bad
-usage; 77 when torch or the dtrain backend cannot be imported (the reason printed).
+Exit status: 0; 1 when a run failed, computed wrong sums, or the DDP runs on dtrain and gloo (the
+same initial weights and data) ended with weights that differ beyond rounding (listed under
+"Failures"); 2 on bad usage; 77 when torch or the dtrain backend cannot be imported (the reason printed).
 """
 import argparse
 import math
@@ -37,7 +38,7 @@ DDP_SIDES = ["dtrain", "gloo", "none"]
 class Runner:
     def __init__(self, a):
         self.a = a
-        self.samples, self.failures, self.loads, self.params = {}, [], [], {}
+        self.samples, self.failures, self.loads, self.params, self.checksums = {}, [], [], {}, {}
         self.env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1",
                         PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(a.build, "python"),
                                                                  os.environ.get("PYTHONPATH")])))
@@ -52,11 +53,12 @@ class Runner:
         return run_probe(self.failures, what, cmd, self.env, timeout)
 
     def torch_allreduce(self, flip):
-        args = [os.path.join(HERE, "torch_allreduce.py"), "--backends", "dtrain,gloo", "--sizes", self.a.sizes]
+        args = [os.path.join(HERE, "torch_collectives.py"), "--ops", "all_reduce", "--backends", "dtrain,gloo",
+                "--sizes", self.a.sizes]
         out = self.launch("torch all_reduce", 2, args + (["--flip"] if flip else []))
         rows = 0
         for f in (line.split() for line in out.splitlines()):
-            if len(f) == 6 and f[0] == "allreduce":
+            if len(f) == 6 and f[0] == "all_reduce":
                 self.add(("ar", f[1], int(f[2])), float(f[4]))
                 rows += 1
                 if int(f[5]) != 0:
@@ -78,24 +80,36 @@ class Runner:
         if rows == 0:
             self.failures.append("C allreduce: no result rows")
 
-    def ddp(self, model, backend):
-        args = [os.path.join(HERE, "ddp_step.py"), "--model", model, "--backend", backend]
+    def step(self, wrap, model, backend):
+        """A training step of bench/torch/train_step.py: its time under ("step", model, backend), its
+        checksum in self.checksums."""
+        args = [os.path.join(HERE, "train_step.py"), "--model", model, "--wrap", wrap, "--backend", backend]
         args += ["--steps", "2", "--warmup", "1", "--small"] if self.a.quick else []
-        out = self.launch(f"DDP {model} {backend}", 1 if backend == "none" else 2, args)
-        f = next((line.split() for line in out.splitlines() if line.startswith("ddp ")), None)
-        if f is None or len(f) != 7:
-            self.failures.append(f"DDP {model} {backend}: no result line")
+        out = self.launch(f"{wrap} {model} {backend}", 1 if backend == "none" else 2, args)
+        f = next((line.split() for line in out.splitlines() if line.startswith("step ")), None)
+        if f is None or len(f) != 9:
+            self.failures.append(f"{wrap} {model} {backend}: no result line")
             return
-        self.params[model] = int(f[4])
-        self.add(("ddp", model, backend), float(f[5]))
+        self.params[model] = int(f[5])
+        self.add(("step", model, backend), float(f[6]))
+        self.checksums.setdefault((model, backend), []).append(float(f[8]))
 
 
 def one_round(r, i):
     flip = (lambda xs: list(reversed(xs))) if i % 2 else list
     jobs = [lambda: r.torch_allreduce(i % 2 == 1), r.c_allreduce]
-    jobs += [lambda m=m, b=b: r.ddp(m, b) for m in ("comm", "compute") for b in flip(DDP_SIDES)]
+    jobs += [lambda m=m, b=b: r.step("ddp", m, b) for m in ("comm", "compute") for b in flip(DDP_SIDES)]
     for job in flip(jobs):
         job()
+
+
+def check_checksums(r, wrap):
+    """dtrain's and gloo's runs of a model start alike, so they must end alike (to rounding)."""
+    for model in ("comm", "compute"):
+        d, g = r.checksums.get((model, "dtrain"), []), r.checksums.get((model, "gloo"), [])
+        for x, y in zip(d, g):
+            if abs(x - y) > 1e-4 * max(abs(x), abs(y), 1e-30):
+                r.failures.append(f"{wrap} {model}: the parameters' checksums differ: dtrain {x:.9g}, gloo {y:.9g}")
 
 
 def worst(xs, lowest=True):
@@ -118,15 +132,15 @@ def target_rows(r, sizes):
         w = worst(xs, False)
         rows.append((f"all_reduce through torch vs the C call, {human(huge[0])} .. {human(huge[-1])} "
                      "(torch time / C time)", f"{worst(xs):.2f} .. {w:.2f}", "<= 1.2", w <= 1.2))
-    x = ratio(med(r, ("ddp", "comm", "gloo")), med(r, ("ddp", "comm", "dtrain")))
+    x = ratio(med(r, ("step", "comm", "gloo")), med(r, ("step", "comm", "dtrain")))
     rows.append(("DDP step, communication-bound model, gloo time / dtrain time", f"{x:.2f}x", ">= 1.5x", x >= 1.5))
     return rows
 
 
-def header(r, started, finished):
+def header(r, started, finished, title="torch"):
     a = r.a
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    return [f"## torch {started:%Y-%m-%d %H:%MZ}{' (quick)' if a.quick else ''}", "",
+    return [f"## {title} {started:%Y-%m-%d %H:%MZ}{' (quick)' if a.quick else ''}", "",
             f"Command: `{a.command}`", "",
             f"Machine: {os.cpu_count()} CPUs ({cpu}), kernel {os.uname().release}, torch {torch_version(a)}; "
             f"{a.rounds} rounds, the order of the jobs reversed every other round; "
@@ -153,9 +167,9 @@ def markdown(r, sizes, started, finished):
             "| model | parameters | 1 process, no DDP | dtrain | gloo | gloo / dtrain | dtrain - floor | gloo - floor |",
             "|---|---|---|---|---|---|---|---|"]
     for m in ("comm", "compute"):
-        d, g, f = (med(r, ("ddp", m, s)) for s in DDP_SIDES)
-        out.append(f"| {m} | {r.params.get(m, 0)} | {fmt3(r, ('ddp', m, 'none'))} | {fmt3(r, ('ddp', m, 'dtrain'))} | "
-                   f"{fmt3(r, ('ddp', m, 'gloo'))} | {ratio(g, d):.2f}x | {d - f:+.2f} ms | {g - f:+.2f} ms |")
+        d, g, f = (med(r, ("step", m, s)) for s in DDP_SIDES)
+        out.append(f"| {m} | {r.params.get(m, 0)} | {fmt3(r, ('step', m, 'none'))} | {fmt3(r, ('step', m, 'dtrain'))} | "
+                   f"{fmt3(r, ('step', m, 'gloo'))} | {ratio(g, d):.2f}x | {d - f:+.2f} ms | {g - f:+.2f} ms |")
     out += ["", "Targets (issue 21):", "", "| figure | measured | target | met |", "|---|---|---|---|"]
     for fig, measured, goal, met in target_rows(r, sizes):
         out.append(f"| {fig} | {measured} | {goal} | {'yes' if met else 'no'} |")
@@ -202,6 +216,7 @@ def main():
     started = datetime.now(timezone.utc)
     r = Runner(a)
     run_rounds(r, a.rounds, one_round, "torch round")
+    check_checksums(r, "ddp")
     report(markdown(r, sizes, started, datetime.now(timezone.utc)), a.results)
     return 1 if r.failures else 0
 

@@ -24,8 +24,8 @@
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/net.hpp"
-#include "dtrain/rendezvous/client.hpp"
-#include "dtrain/rendezvous/etcd_backend.hpp"
+#include "dtrain/rendezvous/store/client.hpp"
+#include "dtrain/rendezvous/store/etcd_plugin.hpp"
 #include "handle.hpp"
 #include "in_place.hpp"
 

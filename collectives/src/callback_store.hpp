@@ -8,7 +8,7 @@
 #include <string>
 
 #include "dtrain/collectives.h"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "dtrain/collectives.h"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 #include "call.hpp"
 #include "engine/engine.hpp"
 #include "progress.hpp"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll {
 

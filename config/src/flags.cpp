@@ -1,158 +1,159 @@
-// The node and worker counts of torchrun's flags (--nnodes, --nproc-per-node) into Overrides; a bad
-// value becomes a flag problem, reported with the spec's problems.
-#include <charconv>
-#include <optional>
-#include <string_view>
+// Every flag of plan and launch, one row each (flags.hpp), and the readers of the rows whose text
+// is not read by their target's type.
+#include "dtrain/config/flags.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include "dtrain/config/spec.hpp"
-
-namespace dtrain::config {
-
-// "--nnodes 2", "2:2", or an elastic range MIN:MAX.
-void set_nnodes(Overrides& o, const std::string& text) {
-  auto whole = [](std::string_view s) -> std::optional<int> {
-    int v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
-    return v;
-  };
-  auto colon = text.find(':');
-  auto lo = whole(std::string_view(text).substr(0, colon));
-  auto hi = colon == std::string::npos ? lo : whole(std::string_view(text).substr(colon + 1));
-  if (!lo || !hi) {
-    o.flag_problems.push_back({"--nnodes", fmt::format("'{}' is not a node count; expected N (e.g. 2) or MIN:MAX", text)});
-  } else if (colon != std::string::npos && (*lo < 1 || *lo > *hi)) {
-    o.flag_problems.push_back({"--nnodes", fmt::format("{} is not a node range; expected MIN:MAX with 1 <= MIN <= MAX, "
-                                                       "e.g. 2:4", text)});
-  } else {
-    o.nodes = *hi;
-    o.min_nodes = colon == std::string::npos || *lo == *hi ? std::nullopt : std::optional<int>(*lo);
-  }
-}
-
-// "--nproc-per-node 4", or gpu (one per visible GPU), cpu (one per CPU), auto (GPUs if any, else CPUs).
-void set_nproc_per_node(Overrides& o, const std::string& text) {
-  o.nproc_mode.reset();
-  o.nproc_per_node.reset();
-  if (text == "gpu" || text == "cpu" || text == "auto") {
-    o.nproc_mode = text;
-    return;
-  }
-  if (text == "xpu") {  // torch 2.x's Intel GPUs
-    o.flag_problems.push_back({"--nproc-per-node", "xpu: dtrain runs CUDA GPU or CPU workers; give a count, gpu, cpu or "
-                                                   "auto"});
-    return;
-  }
-  int v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
-    o.flag_problems.push_back(
-        {"--nproc-per-node", fmt::format("'{}' is not a worker count; expected a number, gpu, cpu or auto", text)});
-  else
-    o.nproc_per_node = v;
-}
-
-// "--rdzv-backend etcd": c10d and static name the built-in rendezvous, etcd-v2 the etcd one.
-void set_rdzv_backend(Overrides& o, const std::string& text) {
-  if (text == "builtin" || text == "c10d" || text == "static") o.rdzv_backend = "builtin";
-  else if (text == "etcd" || text == "etcd-v2") o.rdzv_backend = "etcd";
-  else
-    o.flag_problems.push_back({"--rdzv-backend", fmt::format("{} is not a rendezvous backend; expected builtin (c10d and "
-                                                             "static name it too) or etcd (etcd-v2 too)", text)});
-}
-
-}  // namespace dtrain::config
+#include "dtrain/common/text.hpp"
+#include "launch_internal.hpp"
 
 namespace dtrain::config {
 namespace {
 
-// torchrun's rendezvous configuration keys (its c10d, static and etcd backends) and the spec field
-// each sets; a key with no field is accepted with a note saying what dtrain does instead.
-struct ConfKey {
-  const char* key;
-  const char* pointer;  // nullptr: a note
-  const char* note;
-};
+using json = nlohmann::json;
+using detail::FlagSink;
+constexpr auto kTorchrun = FlagFamily::torchrun;
+constexpr auto kMpirun = FlagFamily::mpirun;
+constexpr auto kDtrain = FlagFamily::dtrain;
+constexpr auto kValue = FlagKind::value;
+constexpr auto kToggle = FlagKind::toggle;
+
+// torchrun's --rdzv-endpoint may leave the port out: 29400 then.
+void read_endpoint(const FlagRow& row, const std::string& text, FlagSink& sink) {
+  bool bracketed = !text.empty() && text.front() == '[';
+  bool has_port = bracketed ? text.find("]:") != std::string::npos
+                            : (text.find(':') != std::string::npos && text.find(':') == text.rfind(':'));
+  bool bare_v6 = !bracketed && text.find(':') != text.rfind(':');
+  std::string ep = has_port || text.empty() ? text : bare_v6 ? fmt::format("[{}]:29400", text) : text + ":29400";
+  sink.spec(row.target, ep);
+}
+
+// --rdzv-backend: c10d and static name the built-in rendezvous, etcd-v2 the etcd one.
+void read_backend(const FlagRow& row, const std::string& text, FlagSink& sink) {
+  std::string name = text == "c10d" || text == "static" ? "builtin" : text == "etcd-v2" ? "etcd" : text;
+  sink.spec(row.target, name);
+}
 
 // clang-format off
-constexpr ConfKey kConfKeys[] = {
-  {"join_timeout", "/rendezvous/join_timeout_s", nullptr},
-  {"timeout", "/rendezvous/join_timeout_s", nullptr},
-  {"last_call_timeout", "/rendezvous/last_call_s", nullptr},
-  {"heartbeat_timeout", "/rendezvous/heartbeat_timeout_s", nullptr},
-  {"keep_alive_interval", "/rendezvous/heartbeat_s", nullptr},
-  {"cacert", "/rendezvous/etcd/cacert", nullptr},
-  {"ca_cert", "/rendezvous/etcd/cacert", nullptr},
-  {"cert", "/rendezvous/etcd/cert", nullptr},
-  {"ssl_cert", "/rendezvous/etcd/cert", nullptr},
-  {"key", "/rendezvous/etcd/key", nullptr},
-  {"ssl_cert_key", "/rendezvous/etcd/key", nullptr},
-  {"keep_alive_max_attempt", nullptr, "a node is lost after rendezvous.heartbeat_timeout_s of silence (default 3 x heartbeat_s); give heartbeat_timeout=SECONDS"},
-  {"close_timeout", nullptr, "a stopping node ends its generation at once; there is no close timeout"},
-  {"read_timeout", nullptr, "each store call waits as long as its own deadline (the join: join_timeout_s; the workers': DTRAIN_COLL_TIMEOUT_S)"},
-  {"is_host", nullptr, "node rank 0's agent serves the store (or dtrain rendezvous serve)"},
-  {"store_type", nullptr, "the store is dtrain's own TCP store"},
-  {"use_agent_store", nullptr, "the workers' MASTER_PORT store is rank 0's own, as torchrun's default"},
-  {"rank", nullptr, "the node rank is --node-rank (or the environment's)"},
-  {"protocol", nullptr, "etcd is reached over https when a TLS file (cacert, cert, key) is given, else http"},
-  {"etcd_prefix", nullptr, "dtrain's etcd keys live under the run id"},
+constexpr FlagRow kRows[] = {
+  // torchrun's flags (torch.distributed.run, 1.13 and 2.x)
+  {"--nnodes,--nodes", "PET_NNODES", kValue, "/cluster/instances", "N",
+   "number of nodes, N, or MIN:MAX for an elastic job (overrides cluster.instances, Slurm, SageMaker, torch env)", kTorchrun},
+  {"--nproc-per-node", "PET_NPROC_PER_NODE", kValue, "nproc_per_node", "N",
+   "workers per node: a count, gpu (one per GPU), cpu (one per CPU) or auto (GPUs if any, else CPUs); default: the "
+   "spec's, or 1 without a job file", kTorchrun},
+  {"--node-rank", "PET_NODE_RANK", kValue, "node_rank", "R", "this node's rank, 0 to nodes-1 (overrides the environment)", kTorchrun},
+  {"--rdzv-backend", "PET_RDZV_BACKEND", kValue, "/rendezvous/backend", "NAME",
+   "builtin (also c10d, static: dtrain's own rendezvous) or etcd (also etcd-v2: an etcd v3 cluster at "
+   "--rdzv-endpoint); overrides rendezvous.backend", kTorchrun, read_backend},
+  {"--rdzv-endpoint,--rdzv", "PET_RDZV_ENDPOINT", kValue, "/rendezvous/endpoint", "HOST:PORT",
+   "rendezvous HOST[:PORT], port 29400 when left out (overrides rendezvous.endpoint)", kTorchrun, read_endpoint},
+  {"--rdzv-id", "PET_RDZV_ID", kValue, "/rendezvous/run_id", "ID", "the run id every node shares (overrides rendezvous.run_id)", kTorchrun},
+  {"--rdzv-conf", "PET_RDZV_CONF", kValue, "rdzv_conf", "K=V,...",
+   "torchrun's KEY=VALUE,... rendezvous settings: join_timeout/timeout, last_call_timeout, heartbeat_timeout, "
+   "keep_alive_interval, etcd cacert/cert/key (others: a note)", kTorchrun, detail::read_rdzv_conf},
+  {"--standalone", "PET_STANDALONE", kToggle, "standalone", "",
+   "one node with a rendezvous of its own (ignores the environment's nodes)", kTorchrun},
+  {"--max-restarts", "PET_MAX_RESTARTS", kValue, "/restart/max_restarts", "N",
+   "restarts of the whole group after a failure (overrides restart.max_restarts)", kTorchrun},
+  {"--monitor-interval", "PET_MONITOR_INTERVAL", kValue, "monitor_interval", "SECONDS",
+   "torchrun's polling period; accepted (dtrain hears of an exit at once)", kTorchrun},
+  {"--start-method", "PET_START_METHOD", kValue, "start_method", "METHOD",
+   "torchrun's spawn|fork|forkserver; accepted (dtrain always starts a new process)", kTorchrun},
+  {"--role", "PET_ROLE", kValue, "role", "NAME", "the workers' ROLE_NAME (torchrun's; default: default)", kTorchrun},
+  {"-m,--module", "PET_MODULE", kToggle, "module", "", "the program is a Python module, run as python -m MODULE (torchrun's)", kTorchrun},
+  {"--no-python", "PET_NO_PYTHON", kToggle, "no_python", "", "run the program itself, not through the Python interpreter", kTorchrun},
+  {"--run-path", "PET_RUN_PATH", kToggle, "run_path", "", "run the script by its path (torchrun's; what dtrain always does)", kTorchrun},
+  {"--log-dir", "PET_LOG_DIR", kValue, "/output/log_dir", "DIR",
+   "per-rank log files under DIR/RUN_ID/attempt-N/rank-R.{out,err} (overrides output.log_dir)", kTorchrun},
+  {"-r,--redirects", "PET_REDIRECTS", kValue, "redirects", "N",
+   "these streams go to the log files only, not the terminal: 0 none, 1 stdout, 2 stderr, 3 both, or "
+   "LOCAL_RANK:N,...; keeps the logs", kTorchrun},
+  {"-t,--tee", "PET_TEE", kValue, "tee", "N",
+   "torchrun's: these streams also go to log files (they always do with a log folder): 0-3 or LOCAL_RANK:N,...; keeps "
+   "the logs", kTorchrun},
+  {"--local-ranks-filter", "PET_LOCAL_RANKS_FILTER", kValue, "local_ranks_filter", "LIST",
+   "only these local ranks' output reaches the terminal, e.g. 0 or 0,1 (logs keep all)", kTorchrun},
+  {"--master-addr", "PET_MASTER_ADDR", kValue, "master_addr", "ADDR",
+   "node 0's address: MASTER_ADDR, and the rendezvous host when no endpoint is given (at port 29400)", kTorchrun},
+  {"--master-port", "PET_MASTER_PORT", kValue, "master_port", "PORT",
+   "MASTER_PORT of the workers, exactly (default: the exported MASTER_PORT, else a free port)", kTorchrun},
+  {"--local-addr", "PET_LOCAL_ADDR", kValue, "/env/DTRAIN_SOCKET_ADDR", "ADDR",
+   "the address this node's workers advertise to their peers (DTRAIN_SOCKET_ADDR; default: the one that reaches the "
+   "rendezvous)", kTorchrun},
+  {"--logs-specs", nullptr, kValue, "logs_specs", "NAME", "torchrun's LogsSpecs plugin; accepted (dtrain's own log layout)", kTorchrun},
+  {"--numa-binding", nullptr, kValue, "numa_binding", "MODE", "torchrun's NUMA affinity; accepted (dtrain does not bind)", kTorchrun},
+  {"--signals-to-handle", "PET_SIGNALS_TO_HANDLE", kValue, "signals_to_handle", "LIST",
+   "torchrun's forwarded signals; accepted (dtrain forwards its own set)", kTorchrun},
+  {"--event-log-handler", "PET_EVENT_LOG_HANDLER", kValue, "event_log_handler", "NAME",
+   "torchrun's event handler; accepted (dtrain status and --summary-json report the events)", kTorchrun},
+  {"--shutdown-timeout", "PET_SHUTDOWN_TIMEOUT", kValue, "/grace_s", "SECONDS",
+   "torchrun's name of --grace: seconds between SIGTERM and SIGKILL when stopping workers (grace_s)", kTorchrun},
+
+  // mpirun's words (-np, -ppn: one dash, several letters, as mpirun and Intel MPI write them)
+  {"-n,-np", nullptr, kValue, "total_ranks", "N",
+   "mpirun's -n/-np: the job's workers in all (the world size); with -ppn, --nproc-per-node or --nnodes the other "
+   "count follows", kMpirun},
+  {"--npernode,-ppn", nullptr, kValue, "nproc_per_node", "N", "mpirun's -ppn/--npernode: workers per node, as "
+   "--nproc-per-node", kMpirun},
+  {"-H,--host,--hosts", nullptr, kValue, "hosts", "HOST[:N],...",
+   "mpirun's -H: the job's hosts, node ranks in this order, N workers on each (a host without :N takes the job's "
+   "workers per node); the first serves the rendezvous", kMpirun},
+
+  // dtrain's own
+  {"--spec", nullptr, kValue, "spec", "JOB.json", "job spec file that supplies what the flags and the program do not", kDtrain},
+  {"--python", nullptr, kValue, "python", "PATH",
+   "Python interpreter of a script or module, and of a job file's Python command (default: PYTHON_EXEC, else python3 "
+   "on PATH)", kDtrain},
+  {"--token-file", nullptr, kValue, "/rendezvous/token_file", "FILE",
+   "file holding the rendezvous token (overrides rendezvous.token_file)", kDtrain},
+  {"--insecure", nullptr, kToggle, "insecure", "", "allow a multi-node job without a rendezvous token (trusted networks only)", kDtrain},
+  {"--set", nullptr, FlagKind::repeated, "set", "/PTR=VALUE",
+   "set a spec field before validation; VALUE is JSON, else a string (repeatable)", kDtrain},
+  {"--grace", nullptr, kValue, "/grace_s", "SECONDS",
+   "seconds between SIGTERM and SIGKILL when stopping workers (overrides grace_s, 10)", kDtrain},
+  {"--tag", nullptr, kToggle, "/output/tag", "", "prefix each output line with its rank (output.tag_format)", kDtrain},
+  {"--no-tag", nullptr, kToggle, "/output/tag", "", "forward worker output lines without a prefix", kDtrain, nullptr, "false"},
+  {"--timestamps", nullptr, kToggle, "/output/timestamps", "", "prefix each output line with the local time", kDtrain},
+  {"--ranks", nullptr, kValue, "ranks", "LIST", "only these ranks' output reaches the terminal, e.g. 0,3 or 0-3 (logs keep all)", kDtrain},
+  {"--summary-json", nullptr, kValue, "summary_json", "FILE", "write the end-of-run summary as JSON to FILE", kDtrain},
+  {"--progress", nullptr, kToggle, "progress", "", "show the job's stage even when stderr is not a terminal", kDtrain},
+  {"--no-progress", nullptr, kToggle, "progress", "", "never show the progress line", kDtrain, nullptr, "false"},
 };
 // clang-format on
 
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return std::string(s);
-}
-
 }  // namespace
 
-std::optional<std::string> rdzv_conf_pointer(const std::string& key) {
-  for (const auto& k : kConfKeys)
-    if (key == k.key && k.pointer != nullptr) return std::string(k.pointer);
-  return std::nullopt;
+std::span<const FlagRow> flag_rows() { return kRows; }
+
+std::vector<std::string> flag_names(const FlagRow& row) { return text::split(row.names, ','); }
+
+std::string flag_name(const FlagRow& row) {
+  auto names = flag_names(row);
+  if (row.family == FlagFamily::mpirun) return names.front();  // -n, -H: mpirun's own spelling
+  for (const auto& n : names)
+    if (n.rfind("--", 0) == 0) return n;
+  return names.front();
 }
 
-std::vector<std::string> rdzv_conf_keys() {
+const FlagRow* find_flag(std::string_view name) {
+  std::string dashed(name);
+  if (dashed.rfind("--", 0) == 0)
+    for (std::size_t i = 2; i < dashed.size(); ++i)
+      if (dashed[i] == '_') dashed[i] = '-';
+  for (const auto& row : kRows)
+    for (const auto& n : flag_names(row))
+      if (n == dashed) return &row;
+  return nullptr;
+}
+
+std::vector<std::string> overridden_fields(const FlagRow& row) {
+  if (row.target[0] == '/') return {row.target};
   std::vector<std::string> out;
-  for (const auto& k : kConfKeys) out.emplace_back(k.key);
+  if (const auto* s = detail::find_setting(row.target))
+    for (const auto& p : text::split(s->overrides, ' '))
+      if (!p.empty()) out.push_back(p);
   return out;
-}
-
-void set_rdzv_conf(Overrides& o, const std::string& text, std::vector<std::string>& notes) {
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    auto comma = rest.find(',');
-    std::string item = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (item.empty()) continue;
-    auto eq = item.find('=');
-    std::string key = trim(std::string_view(item).substr(0, eq));
-    std::string value = eq == std::string::npos ? std::string() : trim(std::string_view(item).substr(eq + 1));
-    if (key.empty() || value.empty()) {
-      o.flag_problems.push_back({"--rdzv-conf", fmt::format("'{}' is not KEY=VALUE; expected KEY=VALUE,..., e.g. "
-                                                            "--rdzv-conf join_timeout=60,last_call_timeout=10", item)});
-      continue;
-    }
-    const ConfKey* k = nullptr;
-    for (const auto& c : kConfKeys)
-      if (key == c.key) k = &c;
-    if (k == nullptr) {
-      o.flag_problems.push_back({"--rdzv-conf", fmt::format("unknown key '{}'; the keys dtrain reads: {} (see "
-                                                            "dtrain-launch(1), TORCHRUN FLAGS)", key,
-                                                            fmt::join(rdzv_conf_keys(), ", "))});
-      continue;
-    }
-    if (k->pointer == nullptr) {
-      notes.push_back(fmt::format("--rdzv-conf {}={}: not used; {}", key, value, k->note));
-      continue;
-    }
-    bool path = std::string_view(k->pointer).find("/etcd/") != std::string_view::npos;
-    o.flag_sets.push_back({k->pointer, value, path, "--rdzv-conf " + key});
-  }
 }
 
 }  // namespace dtrain::config

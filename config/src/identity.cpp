@@ -22,6 +22,10 @@ namespace detail {
 
 std::string Sourced::label() const {
   if (source == "default") return fmt::format("default {}", value);
+  if (source == "hosts")  // path: "-H a:4,b:4"; shown: this host's name
+    return shown.empty() ? fmt::format("{} ({} nodes)", path, value)
+                         : fmt::format("host {} = node {} of {}", shown, value, path);
+  if (path.rfind("-", 0) == 0 && !shown.empty()) return fmt::format("{} {} ({} nodes, flags)", path, shown, value);
   if (path.rfind("--", 0) == 0) return fmt::format("{} {} (flags)", path, value);
   if (path.rfind('/', 0) == 0) return fmt::format("{} {} (job spec)", path, value);
   if (!shown.empty()) return fmt::format("{}={} ({} hosts, {})", path, shown, value, source);
@@ -131,13 +135,41 @@ std::optional<EnvIdentity> from_sagemaker(const Environment& env, Problems& out)
   }
   id.hosts = cfg["hosts"].get<std::vector<std::string>>();
   std::sort(id.hosts.begin(), id.hosts.end());
-  id.hosts.erase(std::unique(id.hosts.begin(), id.hosts.end()), id.hosts.end());
+  if (auto twice = std::adjacent_find(id.hosts.begin(), id.hosts.end()); twice != id.hosts.end()) {
+    out.push_back({what == "SM_HOSTS" ? "SM_HOSTS" : what + " hosts",
+                   fmt::format("names host \"{}\" twice (sagemaker); each instance is one node, so the node count "
+                               "and ranks cannot be known: fix the resource configuration", *twice)});
+    return std::nullopt;
+  }
   id.instances = Sourced{static_cast<int>(id.hosts.size()), "sagemaker", what == "SM_HOSTS" ? "SM_HOSTS" : what + " hosts",
                          what == "SM_HOSTS" ? *env.get("SM_HOSTS") : ""};
   id.master = id.hosts.front();
   hosts_identity(id, cfg["current_host"].get<std::string>(), what == "SM_HOSTS" ? "SM_CURRENT_HOST" : what + " current_host",
                  what, out);
   id.gpus = env_int(env, "SM_NUM_GPUS", "sagemaker", 0, 4096, out);
+  return id;
+}
+
+// -H/--hosts/--hostfile: the nodes are the hosts named, node 0 the first; this machine's rank is its
+// host name's place among them ("a" matches a.example.com too). A machine that is not one of them
+// has no rank of its own (the plan says so; see HostsPlan).
+std::optional<EnvIdentity> from_hosts(const Overrides& ov, const Environment& env) {
+  if (ov.hosts.empty()) return std::nullopt;
+  EnvIdentity id;
+  id.source = "hosts";
+  id.scheduler = true;  // flags and the spec may restate the node count, not contradict it
+  for (const auto& h : ov.hosts) id.hosts.push_back(h.name);
+  id.instances = Sourced{static_cast<int>(id.hosts.size()), "hosts", ov.hosts_from};
+  id.master = id.hosts.front();
+  auto first_label = [](const std::string& s) { return s.substr(0, s.find('.')); };
+  for (std::size_t i = 0; i < id.hosts.size() && !env.hostname.empty(); ++i) {
+    const std::string& h = id.hosts[i];
+    if (h == env.hostname || h == first_label(env.hostname) || first_label(h) == env.hostname) {
+      id.node_rank = Sourced{static_cast<int>(i), "hosts", ov.hosts_from, h};
+      id.host = h;
+      break;
+    }
+  }
   return id;
 }
 
@@ -241,8 +273,10 @@ std::optional<int> exported_master_port(const Environment& env, Problems& out) {
 
 Sourced choose_instances(const JobSpec& spec, const Overrides& ov, const std::optional<EnvIdentity>& e, Problems& out) {
   Sourced instances{1, "default", ""};
-  if (ov.nodes) instances = {*ov.nodes, "flags", "--nnodes"};
+  if (const FlagSet* f = ov.flag_for("/cluster/instances"); f != nullptr && spec.cluster.instances)
+    instances = {*spec.cluster.instances, "flags", f->flag};
   else if (spec.cluster.instances) instances = {*spec.cluster.instances, "spec", "/cluster/instances"};
+  else if (auto n = detail::nodes_of_total(spec, ov)) instances = *n;
   else if (e && e->instances) instances = *e->instances;
   if (e && e->scheduler && e->instances && instances.source != e->source && instances.value != e->instances->value)
     out.push_back({instances.path, fmt::format("{} disagrees with {}: the allocation has {} nodes; drop one or make them agree",
@@ -267,7 +301,7 @@ Sourced choose_node_rank(const Overrides& ov, const std::optional<EnvIdentity>& 
       out.push_back({"SLURM_NODEID", fmt::format("is not set, and neither SLURMD_NODENAME nor this host's name \"{}\" "
                                                  "is in the node list, so this node's rank is unknown (slurm); run "
                                                  "dtrain through srun, or give --node-rank", hostname)});
-    else
+    else if (e->source == "sagemaker")
       out.push_back({"SM_CURRENT_HOST", "is not set, so this node's rank is unknown (sagemaker); give --node-rank"});
   }
   return node_rank;
@@ -285,7 +319,7 @@ void choose_master(NodeIdentity& id, const JobSpec& spec, const Overrides& ov, c
   } else if (spec.rendezvous.endpoint) {
     try {
       id.master_addr = net::parse_host_port(*spec.rendezvous.endpoint, "endpoint").host;
-      id.field_sources["master_addr"] = ov.rdzv ? "flags" : "spec";
+      id.field_sources["master_addr"] = ov.flag_for("/rendezvous/endpoint") != nullptr ? "flags" : "spec";
     } catch (const ConfigError&) {
     }
   }
@@ -306,7 +340,8 @@ NodeIdentity discover_identity(const JobSpec& spec, const Overrides& ov, const E
   NodeIdentity id;
   std::optional<EnvIdentity> e;
   if (!ov.standalone) {  // --standalone: one node, whatever the environment says
-    e = from_sagemaker(env, out);
+    e = from_hosts(ov, env);
+    if (!e) e = from_sagemaker(env, out);
     if (!e) e = from_slurm(env, out);
     if (!e) e = from_kubernetes(env, out);
   }
@@ -333,8 +368,10 @@ NodeIdentity discover_identity(const JobSpec& spec, const Overrides& ov, const E
     }
   }
   if (id.host.empty()) id.host = env.hostname;
-  // With a host list, this node's name follows from its rank (flags may pick the rank).
-  if (!id.hosts.empty() && id.node_rank >= 0 && id.node_rank < static_cast<int>(id.hosts.size()))
+  // With a host list, this node's name follows from its rank (flags may pick the rank); a machine
+  // that is not one of -H's hosts keeps its own.
+  bool outside = e && e->source == "hosts" && !e->node_rank && !ov.node_rank;
+  if (!id.hosts.empty() && !outside && id.node_rank >= 0 && id.node_rank < static_cast<int>(id.hosts.size()))
     id.host = id.hosts[static_cast<std::size_t>(id.node_rank)];
 
   std::vector<std::string> srcs;

@@ -56,6 +56,17 @@ bool is_worker_env(const Environment& env);
 // sets it, PET_NNODES included) and a Kubernetes indexed Job (JOB_COMPLETION_INDEX, the pods'
 // host names), merged: nullopt when neither is there.
 std::optional<EnvIdentity> from_kubernetes(const Environment& env, Problems& out);
+// mpirun's counts (counts.cpp). The workers per node the command line or the spec gives (-H's
+// slots, --nproc-per-node or -ppn, the spec's count), with their name for messages.
+std::optional<std::pair<int, std::string>> given_per_node(const JobSpec& spec, const Overrides& ov);
+// Before the identity: one slot count for every host of -H (into ov.nproc_per_node), and -n's
+// contradictions with the node and worker counts given.
+void check_counts(const JobSpec& spec, Overrides& ov, Problems& out);
+// -n with a per-node count and no node count: the node count it makes, a flag's.
+std::optional<Sourced> nodes_of_total(const JobSpec& spec, const Overrides& ov);
+// After the identity: -n over the nodes when no per-node count is given (into ov.nproc_per_node).
+void per_node_of_total(const Plan& plan, Overrides& ov, Problems& out);
+
 // A problem when an indexed Job's node count came from nowhere (true when reported).
 bool check_indexed_job_count(const std::optional<EnvIdentity>& e, const Sourced& instances, Problems& out);
 

@@ -251,7 +251,7 @@ void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
   const auto& id = plan.identity;
   if (spec.rendezvous.endpoint) {
     plan.rdzv_endpoint = *spec.rendezvous.endpoint;
-    plan.rdzv_source = ov.rdzv ? "flags" : "spec";
+    plan.rdzv_source = ov.flag_for("/rendezvous/endpoint") != nullptr ? "flags" : "spec";
   } else if (plan.instances > 1) {
     const auto& src = plan.identity.field_sources.at("master_addr");
     if (src != "default" && !id.master_addr.empty()) {
@@ -274,10 +274,10 @@ void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
   }
 }
 
-int choose_min_instances(const Plan& plan, const Overrides& ov) {
+// An elastic range is the spec's (--nnodes MIN:MAX sets it there); other sources give a fixed count.
+int choose_min_instances(const Plan& plan) {
   const auto& src = plan.identity.field_sources.at("instances");
-  if (src == "flags") return ov.min_nodes.value_or(plan.instances);
-  if (src == "spec") return plan.spec.cluster.min_instances.value_or(plan.instances);
+  if (src == "flags" || src == "spec") return plan.spec.cluster.min_instances.value_or(plan.instances);
   return plan.instances;
 }
 
@@ -326,6 +326,26 @@ void plan_bubble(Plan& plan) {
       100.0 * static_cast<double>(p - 1) / static_cast<double>(m4 + p - 1)));
 }
 
+// The workers per node that -H's slots or -n gave, and -n against the world it planned.
+void plan_counts(Plan& plan, const Overrides& given, const Overrides& ov, Problems& problems) {
+  if (auto p = detail::given_per_node(plan.spec, ov); p && !ov.hosts.empty() && p->second == ov.hosts_from)
+    plan.slots_source = ov.hosts_from;
+  else if (ov.total_ranks && ov.nproc_per_node && !given.nproc_per_node)
+    plan.slots_source = fmt::format("-n {} over {} nodes", *ov.total_ranks, plan.instances);
+  if (ov.total_ranks && problems.empty() && plan.world_size != *ov.total_ranks)
+    problems.push_back({"-n", fmt::format("{} disagrees with {}; drop one or make them agree", *ov.total_ranks,
+                                          world_why(plan))});
+}
+
+void plan_hosts(Plan& plan, const Overrides& ov) {
+  HostsPlan h;
+  for (const auto& host : ov.hosts) h.names.push_back(host.name);
+  h.from = ov.hosts_from;
+  const std::string& src = plan.identity.field_sources.at("node_rank");
+  if (src == "hosts" || src == "flags") h.this_host = plan.identity.node_rank;
+  plan.hosts = std::move(h);
+}
+
 }  // namespace
 
 double scaled_learning_rate(const LearningRateSpec& lr, std::int64_t global) {
@@ -345,16 +365,21 @@ Plan replan(const Plan& plan, int instances) {
   return out;
 }
 
-Plan make_plan(const JobSpec& spec, const Overrides& ov, const Environment& env) {
+Plan make_plan(const JobSpec& spec, const Overrides& given, const Environment& env) {
   Problems problems;
   Plan plan;
   plan.spec = spec;
+  Overrides ov = given;  // with the per-node count that -H's slots or -n give
+  detail::check_counts(spec, ov, problems);
   plan.identity = detail::discover_identity(spec, ov, env, problems);
   plan.warnings = plan.identity.warnings;
   plan.instances = plan.identity.instances;
-  plan.min_instances = choose_min_instances(plan, ov);
+  plan.min_instances = choose_min_instances(plan);
+  detail::per_node_of_total(plan, ov, problems);
   place_workers(plan, ov, env, problems);
   number_ranks(plan, problems);
+  plan_counts(plan, given, ov, problems);
+  if (!ov.hosts.empty()) plan_hosts(plan, ov);
   if (plan_layout(plan, problems) && spec.has_batch) plan_batch(plan, problems);
   if (problems.empty()) plan_bubble(plan);
   check_elastic_sizes(plan, problems);

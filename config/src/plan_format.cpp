@@ -97,6 +97,17 @@ json rendezvous_json(const Plan& plan) {
   return r;
 }
 
+// -H/--hosts/--hostfile: each host with its node rank and workers; null without them.
+json host_list_json(const Plan& plan) {
+  if (!plan.hosts) return nullptr;
+  const HostsPlan& h = *plan.hosts;
+  json nodes = json::array();
+  for (std::size_t i = 0; i < h.names.size(); ++i)
+    nodes.push_back({{"host", h.names[i]}, {"node_rank", i}, {"slots", plan.procs_per_instance}});
+  return {{"from", h.from}, {"this_host", h.this_host >= 0 ? json(h.this_host) : json(nullptr)},
+          {"hosts", std::move(nodes)}};
+}
+
 json batch_json(const Plan& plan) {
   const auto& s = plan.spec;
   if (!plan.batch) return nullptr;
@@ -180,6 +191,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
   j["master_port"] = plan.identity.master_port ? json(*plan.identity.master_port) : json(nullptr);
   j["host"] = plan.identity.host;
   j["hosts"] = plan.identity.hosts;
+  j["host_list"] = host_list_json(plan);
   j["identity_source"] = plan.identity.source;
   j["identity_sources"] = plan.identity.field_sources;
   j["rendezvous"] = rendezvous_json(plan);
@@ -234,12 +246,19 @@ std::string plan_to_text(const Plan& plan) {
                         plan.world_size, s.rendezvous.last_call_s, plan.min_instances, plan.instances));
   std::string me = fmt::format("node rank {} of {}", id.node_rank, plan.instances);
   if (!id.host.empty()) me += ", host " + id.host;
+  if (plan.hosts && plan.hosts->this_host < 0)
+    me = fmt::format("host {}, not one of the hosts (the ranks below are node {}'s)", id.host, id.node_rank);
   row("this node", me);
   std::string srcs;
   for (const auto& [k, v] : id.field_sources) srcs += fmt::format("{}{}={}", srcs.empty() ? "" : ", ", k, v);
   row("identity", fmt::format("{} ({})", id.source, srcs));
   row("master", id.master_addr + (id.master_port ? fmt::format(":{}", *id.master_port) : std::string()));
-  if (!id.hosts.empty()) {
+  if (plan.hosts) {
+    row("hosts", fmt::format("{} ({} node{}, node ranks in this order, {} worker{} each; from {})",
+                             text::join(plan.hosts->names, " "), plan.hosts->names.size(),
+                             plan.hosts->names.size() == 1 ? "" : "s", plan.procs_per_instance,
+                             plan.procs_per_instance == 1 ? "" : "s", plan.hosts->from));
+  } else if (!id.hosts.empty()) {
     std::vector<std::string> shown(id.hosts.begin(), id.hosts.begin() + static_cast<long>(std::min<std::size_t>(id.hosts.size(), 8)));
     row("hosts", text::join(shown, " ") + (id.hosts.size() > 8 ? fmt::format(" ... ({} in all)", id.hosts.size()) : ""));
   }

@@ -47,7 +47,7 @@ using json = nlohmann::json;
 using detail::kind;
 using detail::show;
 using detail::Collector;
-using detail::apply_flags;
+using detail::apply_standalone;
 using detail::check_combinations;
 using detail::check_etcd;
 
@@ -150,17 +150,17 @@ json parse_text(const std::string& text, Collector& c) {
   }
 }
 
-// One value into the document at `ptr`, remembered under `from` for messages.
-void set_at(json& doc, const std::string& ptr, json value, const std::string& from, const std::string& where, Collector& c) {
+// One value into the document at `edit.pointer`, remembered for messages.
+void set_at(json& doc, const Collector::Edit& edit, json value, const std::string& where, Collector& c) {
   try {
-    json::json_pointer jp(ptr);
+    json::json_pointer jp(edit.pointer);
     if (!doc.is_object()) doc = json::object();
     doc[jp] = std::move(value);
-    c.set_paths.emplace_back(ptr, from);
+    c.edits.push_back(edit);
   } catch (const json::exception& e) {
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    c.add(where, fmt::format("cannot set {}: {}", ptr, what));
+    c.add(where, fmt::format("cannot set {}: {}", edit.pointer, what));
   }
 }
 
@@ -178,19 +178,12 @@ void apply_set(json& doc, const std::string& assignment, Collector& c) {
     if (too_deep_at(raw) == 0) value = json::parse(raw);
   } catch (const json::exception&) {
   }
-  set_at(doc, ptr, std::move(value), "--set " + ptr, "--set", c);
+  set_at(doc, {ptr, "--set " + ptr, false, ""}, std::move(value), "--set", c);
 }
 
-// A spec field a torchrun flag sets (--log-dir, --rdzv-conf timeout=60).
+// A spec field a flag sets (--log-dir, --rdzv-conf timeout=60): its value is JSON already.
 void apply_flag_set(json& doc, const FlagSet& f, Collector& c) {
-  json value = f.value;
-  if (!f.is_string) {
-    try {
-      if (too_deep_at(f.value) == 0) value = json::parse(f.value);
-    } catch (const json::exception&) {
-    }
-  }
-  set_at(doc, f.pointer, std::move(value), f.flag, f.flag, c);
+  set_at(doc, {f.pointer, f.flag, true, f.origin}, json::parse(f.value), f.flag, c);
 }
 
 // A NUL inside a string would cut it where the workers see it (argv, environment, paths): every
@@ -327,6 +320,19 @@ bool check_value(const FieldInfo& f, const json& v, const std::string& path, Col
   return false;
 }
 
+}  // namespace
+
+bool detail::check_field(const FieldInfo& f, const json& value, const std::string& path, Collector& c) {
+  if (!check_value(f, value, path, c)) return false;
+  if (!f.check) return true;
+  std::vector<SpecProblem> extra;
+  f.check(value, path, extra);
+  for (auto& p : extra) c.add(p.path, std::move(p.message));
+  return extra.empty();
+}
+
+namespace {
+
 void walk(const json& obj, const std::string& parent, JobSpec& spec, Collector& c) {
   std::vector<std::string> names = child_names(parent);
   for (const auto& [key, value] : obj.items()) {
@@ -340,14 +346,7 @@ void walk(const json& obj, const std::string& parent, JobSpec& spec, Collector& 
         c.add(path, fmt::format("unknown key {}; expected one of: {}", where, text::join(names, ", ")));
       continue;
     }
-    if (!check_value(*f, value, path, c)) continue;
-    std::size_t before = c.problems.size();
-    if (f->check) {
-      std::vector<SpecProblem> extra;
-      f->check(value, path, extra);
-      for (auto& p : extra) c.add(p.path, std::move(p.message));
-    }
-    if (c.problems.size() != before) continue;
+    if (!detail::check_field(*f, value, path, c)) continue;
     if (f->apply) f->apply(spec, value);
     if (f->type == FieldType::object) walk(value, path, spec, c);
   }
@@ -388,7 +387,7 @@ JobSpec load_spec_text(const std::string& json_text, const Overrides& overrides,
     walk(doc, "", spec, c);
     check_combinations(doc, spec, c);
   }
-  apply_flags(spec, overrides, c);
+  apply_standalone(spec, overrides, c);
   check_etcd(spec, c);
   if (!c.problems.empty()) throw SpecError(display_source(source), c.problems);
   if (spec.name.empty()) {

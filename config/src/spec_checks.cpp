@@ -1,10 +1,9 @@
-// The job spec's checks that span several fields, and torchrun's flags applied to it (spec.cpp runs
+// The job spec's checks that span several fields, and what --standalone does to it (spec.cpp runs
 // them after the field-by-field walk).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dtrain/common/errors.hpp"
-#include "dtrain/common/net.hpp"
 #include "dtrain/config/fields.hpp"
 #include "dtrain/config/instance_types.hpp"
 #include "spec_internal.hpp"
@@ -12,20 +11,6 @@
 namespace dtrain::config::detail {
 
 using json = nlohmann::json;
-
-namespace {
-
-// torchrun's --rdzv-endpoint may leave the port out: 29400 then.
-std::string with_default_port(const std::string& ep) {
-  bool bracketed = !ep.empty() && ep.front() == '[';
-  bool has_port = bracketed ? ep.find("]:") != std::string::npos
-                            : (ep.find(':') != std::string::npos && ep.find(':') == ep.rfind(':'));
-  bool bare_v6 = !bracketed && ep.find(':') != ep.rfind(':');
-  if (has_port || ep.empty()) return ep;
-  return bare_v6 ? fmt::format("[{}]:29400", ep) : ep + ":29400";
-}
-
-}  // namespace
 
 void check_combinations(const json& doc, const JobSpec& spec, Collector& c) {
   auto has = [&](const char* ptr) { return doc.contains(json::json_pointer(ptr)); };
@@ -75,54 +60,20 @@ void check_combinations(const json& doc, const JobSpec& spec, Collector& c) {
                                                     spec.rendezvous.heartbeat_s));
 }
 
-void apply_flags(JobSpec& spec, const Overrides& o, Collector& c) {
-  for (const auto& p : o.flag_problems) c.add(p.path, p.message);
-  if (o.nodes && (*o.nodes < 1 || *o.nodes > 65536))
-    c.add("--nnodes", fmt::format("{} is out of range; expected a node count from 1 to 65536", *o.nodes));
-  if (o.node_rank && *o.node_rank < 0)
-    c.add("--node-rank", fmt::format("{} is negative; expected a node rank from 0 to nodes-1", *o.node_rank));
-  if (o.nodes && o.node_rank && *o.nodes >= 1 && *o.node_rank >= *o.nodes)
-    c.add("--node-rank", fmt::format("{} is not below --nnodes {}; node ranks run from 0 to {}", *o.node_rank, *o.nodes,
-                                     *o.nodes - 1));
-  if (o.nproc_per_node && (*o.nproc_per_node < 1 || *o.nproc_per_node > 4096))
-    c.add("--nproc-per-node", fmt::format("{} is out of range; expected a worker count from 1 to 4096", *o.nproc_per_node));
-  if (o.standalone && ((o.nodes && *o.nodes > 1) || o.rdzv))
+void apply_standalone(JobSpec& spec, const Overrides& o, Collector& c) {
+  if (!o.standalone) return;
+  if (const FlagSet* ep = o.flag_for("/rendezvous/endpoint"))
+    c.add("--standalone", fmt::format("runs one node with a rendezvous of its own, but {} {} is given too; drop one",
+                                      ep->flag, spec.rendezvous.endpoint.value_or("")));
+  else if (o.hosts.size() > 1)
     c.add("--standalone", fmt::format("runs one node with a rendezvous of its own, but {} is given too; drop one",
-                                      o.rdzv ? "--rdzv-endpoint " + *o.rdzv : fmt::format("--nnodes {}", *o.nodes)));
-  if (o.standalone) spec.rendezvous.endpoint.reset();
-  if (o.rdzv) {
-    std::string ep = with_default_port(*o.rdzv);
-    try {
-      (void)net::parse_host_port(ep, "--rdzv-endpoint");
-      spec.rendezvous.endpoint = ep;
-    } catch (const ConfigError& e) {
-      std::string msg = e.what();
-      if (msg.rfind("--rdzv-endpoint: ", 0) == 0) msg.erase(0, 17);
-      c.add("--rdzv-endpoint", msg);
-    }
-  }
-  if (o.run_id) {
-    std::vector<SpecProblem> bad;
-    if (o.run_id->empty()) bad.push_back({"--rdzv-id", "empty; expected a run id, e.g. job-42"});
-    else if (const FieldInfo* f = find_field("/rendezvous/run_id"); f != nullptr && f->check) f->check(*o.run_id, "--rdzv-id", bad);
-    for (auto& p : bad) c.add(p.path, std::move(p.message));
-    if (bad.empty()) spec.rendezvous.run_id = *o.run_id;
-  }
-  if (o.master_addr && o.master_addr->empty())
-    c.add("--master-addr", "empty; expected node 0's host name or address");
-  if (o.master_port && (*o.master_port < 1 || *o.master_port > 65535))
-    c.add("--master-port", fmt::format("{} is out of range; expected a TCP port from 1 to 65535", *o.master_port));
-  if (o.max_restarts) {
-    if (*o.max_restarts < 0 || *o.max_restarts > 10000)
-      c.add("--max-restarts", fmt::format("{} is out of range; expected 0 to 10000", *o.max_restarts));
-    else
-      spec.restart.max_restarts = *o.max_restarts;
-  }
-  if (o.token_file) {
-    if (o.token_file->empty()) c.add("--token-file", "empty path; expected the file that holds the rendezvous token");
-    else spec.rendezvous.token_file = *o.token_file;
-  }
-  if (o.rdzv_backend) spec.rendezvous.backend = *o.rdzv_backend;
+                                      o.hosts_from));
+  else if (int n = spec.cluster.instances.value_or(1); n > 1)
+    c.add("--standalone", fmt::format("runs one node with a rendezvous of its own, but {} is given too; drop one",
+                                      o.flag_for("/cluster/instances") != nullptr
+                                          ? fmt::format("{} {}", o.flag_for("/cluster/instances")->flag, n)
+                                          : fmt::format("cluster.instances {} (job spec)", n)));
+  spec.rendezvous.endpoint.reset();  // the spec's endpoint is not this launch's
 }
 
 void check_etcd(const JobSpec& spec, Collector& c) {
@@ -146,3 +97,14 @@ void check_etcd(const JobSpec& spec, Collector& c) {
 }
 
 }  // namespace dtrain::config::detail
+
+namespace dtrain::config {
+
+const FlagSet* Overrides::flag_for(std::string_view pointer) const {
+  const FlagSet* out = nullptr;
+  for (const auto& f : flag_sets)
+    if (f.pointer == pointer) out = &f;  // the last one counts
+  return out;
+}
+
+}  // namespace dtrain::config

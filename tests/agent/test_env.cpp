@@ -21,9 +21,9 @@ TEST_SUITE("agent::env") {
     plan.batch->iterations_per_epoch = 10;
     plan.batch->total_iterations = 30;
     plan.spec.env = {{"FOO", "bar"}, {"RANK", "99"}};
+    plan.spec.restart.max_restarts = 5;
     agent::EnvContext ctx;
     ctx.generation = 2;
-    ctx.max_restarts = 5;
     ctx.run_id = "r1";
     ctx.master_addr = "10.0.0.1";
     ctx.master_port = 29501;

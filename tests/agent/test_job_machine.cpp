@@ -44,7 +44,7 @@ std::string render(const job::Action& a) {
           },
           [](const job::Kill& x) {
             return fmt::format("kill {}{}{}", agent::signal_name(x.sig), x.stopping ? " stopping" : "",
-                               x.arm_grace ? " grace" : "");
+                               x.grace_s ? " grace" : "");
           },
           [](const job::Say& x) { return "say " + x.text; },
           [](const job::LocalFailure& x) { return fmt::format("local_failure {}", x.exit.rank); },
@@ -63,9 +63,29 @@ std::string render(const job::Action& a) {
       a);
 }
 
+// The settings a test varies: the job's (read from the plan's spec) and the launch's (JobPolicy).
+struct Settings {
+  int max_restarts = 0;
+  bool external_start = false;
+  double grace_s = 10;
+  std::optional<double> max_runtime_s{};
+  std::optional<int> master_port{};
+  int first_generation = 0;
+};
+
+dtrain::config::JobSpec job_of(const Settings& s) {
+  dtrain::config::JobSpec job;
+  job.restart.max_restarts = s.max_restarts;
+  job.grace_s = s.grace_s;
+  job.max_runtime_s = s.max_runtime_s;
+  return job;
+}
+
 struct Machine {
+  dtrain::config::JobSpec job;
   JobMachine m;
-  explicit Machine(JobPolicy p = {}) : m(std::move(p)) {}
+  explicit Machine(Settings s = {})
+      : job(job_of(s)), m(job, JobPolicy{s.external_start, s.master_port, s.first_generation}) {}
   Lines operator()(const job::Input& in) {
     Lines out;
     for (const auto& a : m.on(in)) out.push_back(render(a));

@@ -354,7 +354,8 @@ TEST_SUITE("agent::launch") {
     CHECK(slurp(fs::path(dir) / "attempt-0" / "rank-1.err") == "err 1\n");
     auto bad = launch(t, {"launch", j, "--tee", "5"});
     CHECK(bad.rc == 2);
-    CHECK(bad.err.find("--tee 5: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)") != std::string::npos);
+    CHECK(bad.err.find("--tee: '5' is not a stream choice; expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)") !=
+          std::string::npos);
   }
 }
 

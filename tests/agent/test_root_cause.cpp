@@ -20,6 +20,7 @@ namespace {
 // rank 1 on node 0 saw rank 3 die (exit 14), then node 1 reports rank 3 (SIGKILL)
 const rdzv::Event kSaw = failure(1, 0, 1, 14, 0, "local rank 1, pid 11 (its collectives saw rank 3 fail); last lines of its stderr:\n    | rank 3 (pid 9) died");
 const rdzv::Event kKilled = failure(2, 1, 3, 0, SIGKILL, "local rank 1, pid 9");
+const dtrain::config::JobSpec kJob;  // no restarts, the default grace
 
 }  // namespace
 
@@ -140,7 +141,7 @@ TEST_SUITE("agent::root_cause") {
   }
 
   TEST_CASE("one node: a root cause that only saw its peer fail yields to that peer") {
-    JobMachine m(JobPolicy{});
+    JobMachine m(kJob, JobPolicy{});
     m.on(job::Start{});
     m.on(job::Spawned{});
     WorkerExit saw = worker_exit(0, 14, 0, 100), died = worker_exit(3, 0, SIGKILL, 103);
@@ -159,7 +160,7 @@ TEST_SUITE("agent::root_cause") {
     REQUIRE(rep);
     CHECK(rep->exit.rank == 3);
     SUBCASE("a peer stopped by dtrain's own SIGTERM is not the cause") {
-      JobMachine n(JobPolicy{});
+      JobMachine n(kJob, JobPolicy{});
       n.on(job::Start{});
       n.on(job::Spawned{});
       WorkerExit termed = worker_exit(3, 0, SIGTERM, 103);
@@ -171,7 +172,7 @@ TEST_SUITE("agent::root_cause") {
   }
 
   TEST_CASE("a failure of its own after another node's failure stopped the job is reported too") {
-    JobMachine m(JobPolicy{.external_start = false});
+    JobMachine m(kJob, JobPolicy{.external_start = false});
     m.on(job::Start{});
     m.on(job::Spawned{});
     Event e;

@@ -4,7 +4,7 @@
 #include <csignal>
 
 #include "dtrain/common/exit_codes.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
 #include "bridge_test.hpp"
 #include "session_bridge.hpp"
 

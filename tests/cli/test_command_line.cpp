@@ -138,14 +138,54 @@ TEST_SUITE("cli::command_line") {
     CHECK(r.status == 2);
     CHECK(has(r.err, "dtrain launch: unknown option '--nprocs', did you mean '--nproc-per-node'?"));
     std::string job = t.write("job.json", R"({"command": ["/bin/true"]})");
-    r = run({DTRAIN_BIN, "launch", job, "--nproc-per-nod", "2"});
+    r = run({DTRAIN_BIN, "launch", job, "--nproc-per-nodes", "2"});
     CHECK(r.status == 2);
-    CHECK(has(r.err, "unknown option '--nproc-per-nod', did you mean '--nproc-per-node'?"));
+    CHECK(has(r.err, "unknown option '--nproc-per-nodes', did you mean '--nproc-per-node'?"));
     CHECK_FALSE(has(r.err, "job.json"));
     CHECK_FALSE(has(r.err, "job file"));
-    r = run({DTRAIN_BIN, "plan", "--nproc_per_nod=2", script});
+    r = run({DTRAIN_BIN, "plan", "--nproc_per_nodes=2", script});
     CHECK(r.status == 2);
     CHECK(has(r.err, "did you mean '--nproc-per-node'?"));
+    // a beginning of one of dtrain's own flags is not completed
+    r = run({DTRAIN_BIN, "plan", "--summary", "s.json", script});
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "unknown option '--summary', did you mean '--summary-json'?"));
+  }
+
+  TEST_CASE("an unambiguous beginning of a torchrun flag is that flag, with a note; an ambiguous one is refused") {
+    TempDir t;
+    std::string script = t.write("train.py", "");
+    for (const char* word : {"--nproc_per_nod", "--nproc-per-nod", "--nproc"}) {
+      Result r = plan({"--python", "/bin/sh", word, "2", script});
+      INFO(word << ": " << r.err);
+      CHECK(ok(r)["procs_per_instance"] == 2);
+      CHECK(has(r.err, std::string("dtrain: note: ") + word + " taken as --nproc-per-node"));
+    }
+    json j = ok(plan({"--max_rest=3", "--rdzv-i", "job9", "--", "/bin/true"}));
+    CHECK(j["restart"]["max_restarts"] == 3);
+    CHECK(j["run_id"] == "job9");
+    const std::pair<const char*, const char*> ambiguous[] = {
+        {"--rdzv-", "'--rdzv-' is ambiguous: it begins --rdzv-backend, --rdzv-endpoint, --rdzv-id, --rdzv-conf"},
+        {"--ma", "'--ma' is ambiguous: it begins --max-restarts, --master-addr, --master-port"},
+        {"--no-", "'--no-' is ambiguous: it begins --no-python, --no-tag, --no-progress"},
+    };
+    for (const auto& [word, message] : ambiguous) {
+      Result r = run({DTRAIN_BIN, "launch", word, "1", script});
+      INFO(word << ": " << r.err);
+      CHECK(r.status == 2);
+      CHECK(has(r.err, message));
+    }
+  }
+
+  TEST_CASE("--nproc_per_nod 2 launches 2 workers") {
+    Result r = run({DTRAIN_BIN, "launch", "--no-progress", "--nproc_per_nod", "2", "--", "/bin/echo", "worker"},
+                   base_env(), 60);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(has(r.out, "[0/0] worker"));
+    CHECK(has(r.out, "[0/1] worker"));
+    CHECK_FALSE(has(r.out, "[0/2]"));
+    CHECK(has(r.err, "dtrain: note: --nproc_per_nod taken as --nproc-per-node"));
   }
 
   TEST_CASE("a script that is not there is refused before anything runs") {

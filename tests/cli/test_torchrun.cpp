@@ -140,7 +140,7 @@ TEST_SUITE("cli::torchrun") {
                           "--start-method", "--event-log-handler", "--role", "-m", "--module", "--no-python",
                           "--run-path", "--log-dir", "-r", "--redirects", "-t", "--tee", "--local-ranks-filter",
                           "--node-rank", "--master-addr", "--master-port", "--local-addr", "--logs-specs",
-                          "--numa-binding", "--signals-to-handle"})
+                          "--numa-binding", "--signals-to-handle", "--shutdown-timeout"})
       CHECK_MESSAGE(covered(f), f << " (torch 2.x) is missing from dtrain(1)'s torchrun table");
     const std::string run_py = "/usr/lib/python3/dist-packages/torch/distributed/run.py";
     std::string text = read_file(run_py);
@@ -167,6 +167,20 @@ TEST_SUITE("cli::torchrun") {
     CHECK(has(r.err, "dtrain: note: --monitor-interval 2: not used; dtrain hears of a worker's exit at once"));
   }
 
+  TEST_CASE("--shutdown-timeout is grace_s, as --grace; the two may not disagree") {
+    CHECK(ok(plan({"--shutdown-timeout", "30", "--", "/bin/true"}))["grace_s"] == 30);
+    CHECK(ok(plan({"--shutdown_timeout=7", "--grace", "7", "--", "/bin/true"}))["grace_s"] == 7);
+    auto env = base_env();
+    env["PET_SHUTDOWN_TIMEOUT"] = "12";
+    CHECK(ok(plan({"--", "/bin/true"}, env))["grace_s"] == 12);
+    Result r = plan({"--grace", "5", "--shutdown-timeout", "9", "--", "/bin/true"});
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "--grace: --shutdown-timeout 9 says otherwise; give one of them"));
+    r = plan({"--shutdown-timeout", "-1", "--", "/bin/true"});
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "--shutdown-timeout: -1 is out of range; expected a number from 0 to 3600"));
+  }
+
   TEST_CASE("flags map to the plan: --rdzv-conf, --log-dir, --local-addr, -r3/-t3") {
     json j = ok(plan({"--rdzv_conf", "join_timeout=60,last_call_timeout=7,read_timeout=5", "--log_dir", "logs",
                       "--local-addr", "10.1.2.3", "-r3", "-t3", "--", "/bin/true"}));
@@ -182,7 +196,7 @@ TEST_SUITE("cli::torchrun") {
     CHECK(has(r.err, "--start-method: 'thread' is not spawn, fork or forkserver"));
     r = plan({"-r", "7", "--", "/bin/true"});
     CHECK(r.status == 2);
-    CHECK(has(r.err, "--redirects 7: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)"));
+    CHECK(has(r.err, "--redirects: '7' is not a stream choice; expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)"));
     r = plan({"--local-ranks-filter", "5", "--nproc-per-node", "2", "--", "/bin/true"});
     CHECK(r.status == 2);
     CHECK(has(r.err, "--local-ranks-filter 5: '5' is not a local rank or a range A-B of local ranks 0..1"));
@@ -245,7 +259,7 @@ TEST_SUITE("cli::pet_env") {
     Result r = plan({"--", "/bin/true"}, env);
     CHECK(r.status == 2);
     CHECK(has(r.err, "--nnodes: 'two' is not a node count"));
-    CHECK(has(r.err, "note: PET_NNODES=two from the environment was read as --nnodes"));
+    CHECK(has(r.err, "(from PET_NNODES=two)"));
     env.erase("PET_NNODES");
     env["PET_STANDALONE"] = "yes";
     r = plan({"--", "/bin/true"}, env);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll::test {
 

@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "dtrain/collectives.h"
-#include "dtrain/rendezvous/server.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include "../cli/run_binary.hpp"
 #include "launch_env.hpp"
 #include "dtrain/common/net.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
 
 extern char** environ;
 

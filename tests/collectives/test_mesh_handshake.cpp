@@ -3,7 +3,7 @@
 // turn, a replayed or reflected proof are refused with a reason.
 #include <doctest/doctest.h>
 
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 #include "engine/tcp/mesh_handshake.hpp"
 
 using namespace dtrain::coll::tcp::handshake;

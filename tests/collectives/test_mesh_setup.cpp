@@ -22,8 +22,8 @@
 #include <fmt/format.h>
 
 #include "../common/stderr_capture.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 #include "engine/tcp/mesh_handshake.hpp"
 #include "engine/engine.hpp"
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "dtrain/config/errors.hpp"
+#include "dtrain/config/launch.hpp"
 #include "dtrain/config/plan.hpp"
 #include "dtrain/config/spec.hpp"
 
@@ -21,7 +22,16 @@ inline Environment env_of(std::map<std::string, std::string> vars = {}, std::str
   return e;
 }
 
-inline JobSpec spec_of(const std::string& text = R"({"command": ["a"]})") { return load_spec_text(text, {}); }
+inline JobSpec spec_of(const std::string& text = R"({"command": ["a"]})", const Overrides& o = {}) {
+  return load_spec_text(text, o);
+}
+
+// The overrides of flags as the command line gives them: {{"--nnodes", "3"}, {"--standalone", ""}}.
+inline Overrides flags(std::initializer_list<std::pair<const char*, const char*>> given) {
+  Overrides o;
+  for (const auto& [flag, value] : given) (void)set_flag(o, flag, value);
+  return o;
+}
 
 inline Plan plan_of(const std::string& text, const Overrides& o = {}, const Environment& env = env_of()) {
   return make_plan(load_spec_text(text, o), o, env);

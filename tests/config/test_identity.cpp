@@ -68,6 +68,19 @@ TEST_SUITE("config::identity") {
           std::string::npos);
   }
 
+  TEST_CASE("SageMaker hosts that name one host twice are refused, not planned as fewer nodes") {
+    // ["a","a"] once planned 1 node: each instance of SageMaker is one node, so a duplicate is a broken
+    // resource configuration
+    for (const auto& env : {env_of({{"SM_HOSTS", R"(["algo-1","algo-1"])"}, {"SM_CURRENT_HOST", "algo-1"}}),
+                            env_of({{"SM_RESOURCE_CONFIG", R"({"current_host": "b", "hosts": ["b", "a", "b"]})"}})}) {
+      std::string e = failure(spec_of(), {}, env);
+      CHECK(e.find("twice (sagemaker)") != std::string::npos);
+      CHECK(e.find("each instance is one node") != std::string::npos);
+    }
+    CHECK(failure(spec_of(), {}, env_of({{"SM_HOSTS", R"(["algo-1","algo-1"])"}, {"SM_CURRENT_HOST", "algo-1"}}))
+              .find("SM_HOSTS: names host \"algo-1\" twice") != std::string::npos);
+  }
+
   TEST_CASE("Slurm: hostlist, node id, job id") {
     auto id = discover_identity(spec_of(), {},
                                 env_of({{"SLURM_JOB_NODELIST", "gpu[01-03,07],login2,x[9-11]"},
@@ -142,10 +155,8 @@ TEST_SUITE("config::identity") {
     CHECK(id.node_rank == 1);
     CHECK(id.field_sources.at("node_rank") == "torch-env");
     CHECK(id.source == "spec+torch-env");
-    Overrides o;
-    o.nodes = 3;
-    o.node_rank = 2;
-    id = discover_identity(spec_of(R"({"command": ["a"], "cluster": {"instances": 4}})"), o, torch);
+    Overrides o = flags({{"--nnodes", "3"}, {"--node-rank", "2"}});
+    id = discover_identity(spec_of(R"({"command": ["a"], "cluster": {"instances": 4}})", o), o, torch);
     CHECK(id.instances == 3);
     CHECK(id.node_rank == 2);
     CHECK(id.source == "flags");
@@ -168,14 +179,11 @@ TEST_SUITE("config::identity") {
 
   TEST_CASE("the scheduler's allocation may be restated by flags or spec, not contradicted") {
     auto slurm = env_of({{"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"}});
-    Overrides same;
-    same.nodes = 2;
-    same.node_rank = 1;
-    CHECK(discover_identity(spec_of(), same, slurm).instances == 2);
-    Overrides more;
-    more.nodes = 4;
+    Overrides same = flags({{"--nnodes", "2"}, {"--node-rank", "1"}});
+    CHECK(discover_identity(spec_of(R"({"command": ["a"]})", same), same, slurm).instances == 2);
+    Overrides more = flags({{"--nnodes", "4"}});
     // the host list is named as the variable holds it, with the count it gives
-    CHECK(failure(spec_of(), more, slurm)
+    CHECK(failure(spec_of(R"({"command": ["a"]})", more), more, slurm)
               .find("--nnodes: --nnodes 4 (flags) disagrees with SLURM_JOB_NODELIST=n[1-2] (2 hosts, slurm)") !=
           std::string::npos);
     Overrides rank;
@@ -228,9 +236,7 @@ TEST_SUITE("config::identity") {
     auto id = discover_identity(spec_of(), {}, env_of({{"MASTER_PORT", "29555"}}));
     CHECK(id.master_port == 29555);
     CHECK(id.field_sources.at("master_port") == "env");
-    Overrides o;
-    o.master_port = 29600;
-    o.master_addr = "10.0.0.5";
+    Overrides o = flags({{"--master-port", "29600"}, {"--master-addr", "10.0.0.5"}});
     id = discover_identity(spec_of(), o, env_of({{"MASTER_PORT", "29555"}, {"MASTER_ADDR", "m"}}));
     CHECK(id.master_port == 29600);
     CHECK(id.master_addr == "10.0.0.5");
@@ -240,8 +246,7 @@ TEST_SUITE("config::identity") {
   }
 
   TEST_CASE("--standalone: one node, the environment's nodes ignored") {
-    Overrides o;
-    o.standalone = true;
+    Overrides o = flags({{"--standalone", ""}});
     auto id = discover_identity(spec_of(), o, env_of({{"SLURM_JOB_NODELIST", "n[1-3]"}, {"SLURM_NODEID", "2"}}));
     CHECK(id.instances == 1);
     CHECK(id.node_rank == 0);

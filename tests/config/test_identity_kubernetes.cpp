@@ -51,9 +51,8 @@ TEST_SUITE("config::identity kubernetes") {
     id = discover_identity(spec_of(), {}, env);
     CHECK(id.instances == 4);
     // The flags win over the env, as everywhere.
-    Overrides o;
-    o.nodes = 2;
-    CHECK(discover_identity(spec_of(), o, env).instances == 2);
+    Overrides o = flags({{"--nnodes", "2"}});
+    CHECK(discover_identity(spec_of(R"({"command": ["a"]})", o), o, env).instances == 2);
   }
 
   TEST_CASE("indexed Job: JOB_COMPLETION_INDEX is the node rank, index 0's host name the master") {
@@ -123,9 +122,9 @@ TEST_SUITE("config::identity kubernetes") {
     CHECK(has(failure(spec_of(kThree), {}, env_of({{"JOB_COMPLETION_INDEX", "0"}, {"JOB_INDEX", "1"}}, "js-w-1-0.js")),
               "JOB_INDEX: 1 (JobSet)"));
     // The count or --standalone mends it.
-    Overrides o;
-    o.nodes = 3;
-    CHECK(discover_identity(spec_of(), o, env_of({{"JOB_COMPLETION_INDEX", "2"}}, "t-2.s")).node_rank == 2);
+    Overrides o = flags({{"--nnodes", "3"}});
+    CHECK(discover_identity(spec_of(R"({"command": ["a"]})", o), o, env_of({{"JOB_COMPLETION_INDEX", "2"}}, "t-2.s"))
+              .node_rank == 2);
     Overrides alone;
     alone.standalone = true;
     CHECK(discover_identity(spec_of(), alone, env_of({{"JOB_COMPLETION_INDEX", "2"}}, "t-2.s")).instances == 1);

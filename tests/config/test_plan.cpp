@@ -86,8 +86,7 @@ TEST_SUITE("config::plan") {
     CHECK(g.use_gpus);
     CHECK(g.slots_source == "gpus");
     CHECK_FALSE(plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 2}})", {}, gpus).use_gpus);
-    Overrides o;
-    o.nproc_per_node = 2;
+    Overrides o = flags({{"--nproc-per-node", "2"}});
     Plan f = plan_of(R"({"command": ["a"], "cluster": {"procs_per_instance": 5}})", o);
     CHECK(f.procs_per_instance == 2);
     CHECK(f.slots_source == "flags");
@@ -153,8 +152,7 @@ TEST_SUITE("config::plan") {
     Plan t = plan_of(R"({"command": ["a"]})", {}, torch);
     CHECK(t.rdzv_endpoint == "[fd00::1]:29400");
     CHECK(t.identity.master_port == 23456);
-    Overrides o;
-    o.rdzv = "10.9.9.9:1000";
+    Overrides o = flags({{"--rdzv-endpoint", "10.9.9.9:1000"}});
     Plan f = plan_of(R"({"command": ["a"]})", o, slurm);
     CHECK(f.rdzv_endpoint == "10.9.9.9:1000");
     CHECK(f.rdzv_source == "flags");

@@ -182,38 +182,38 @@ TEST_SUITE("config::spec_strings") {
 TEST_SUITE("config::rdzv_conf") {
   TEST_CASE("torchrun's keys land in the rendezvous fields") {
     Overrides o;
-    std::vector<std::string> notes;
-    set_rdzv_conf(o, "timeout=60, last_call_timeout=10,heartbeat_timeout=40,keep_alive_interval=4", notes);
-    CHECK(notes.empty());
+    CHECK(set_flag(o, "--rdzv-conf", "timeout=60, last_call_timeout=10,heartbeat_timeout=40,keep_alive_interval=4").empty());
     JobSpec s = load_spec_text(R"({"command": ["a"]})", o);
     CHECK(s.rendezvous.join_timeout_s == 60);
     CHECK(s.rendezvous.last_call_s == 10);
     CHECK(*s.rendezvous.heartbeat_timeout_s == 40);
     CHECK(s.rendezvous.heartbeat_s == 4);
-    Overrides j;
-    set_rdzv_conf(j, "join_timeout=90", notes);
+    Overrides j = flags({{"--rdzv-conf", "join_timeout=90"}});
     CHECK(load_spec_text(R"({"command": ["a"], "rendezvous": {"join_timeout_s": 5}})", j).rendezvous.join_timeout_s == 90);
   }
 
   TEST_CASE("keys with no field are notes; unknown keys and bad values are refused") {
     Overrides o;
-    std::vector<std::string> notes;
-    set_rdzv_conf(o, "read_timeout=30,close_timeout=5", notes);
+    auto notes = set_flag(o, "--rdzv-conf", "read_timeout=30,close_timeout=5");
     REQUIRE(notes.size() == 2);
     CHECK(has(notes[0], "--rdzv-conf read_timeout=30: not used;"));
-    set_rdzv_conf(o, "colour=blue", notes);
-    set_rdzv_conf(o, "timeout", notes);
-    REQUIRE(o.flag_problems.size() == 2);
-    CHECK(has(o.flag_problems[0].message, "unknown key 'colour'; the keys dtrain reads: join_timeout, timeout"));
-    CHECK(has(o.flag_problems[1].message, "'timeout' is not KEY=VALUE"));
-    Overrides v;
-    set_rdzv_conf(v, "timeout=soon", notes);
+    try {
+      (void)set_flag(o, "--rdzv-conf", "colour=blue,timeout,timeout=soon,heartbeat_timeout=0");
+      FAIL("accepted colour=blue");
+    } catch (const SpecError& e) {
+      REQUIRE(e.problems().size() == 3);
+      CHECK(has(e.problems()[0].message, "unknown key 'colour'; the keys dtrain reads: join_timeout, timeout"));
+      CHECK(has(e.problems()[1].message, "'timeout' is not KEY=VALUE"));
+      CHECK(e.problems()[2].path == "--rdzv-conf timeout");
+      CHECK(e.problems()[2].message == "'soon' is not a number; expected a number > 0 (at most 31536000)");
+    }
+    // a value of the right type is checked by the field's rule with the spec
+    Overrides v = flags({{"--rdzv-conf", "heartbeat_timeout=0"}});
     try {
       (void)load_spec_text(R"({"command": ["a"]})", v);
-      FAIL("accepted timeout=soon");
+      FAIL("accepted heartbeat_timeout=0");
     } catch (const SpecError& e) {
-      CHECK(has(e.what(), "/rendezvous/join_timeout_s: \"soon\" is a string; expected a number"));
-      CHECK(has(e.what(), "(from --rdzv-conf timeout)"));
+      CHECK(has(e.what(), "--rdzv-conf heartbeat_timeout: 0 is out of range; expected a number > 0"));
     }
   }
 }

@@ -8,9 +8,12 @@
 #include <string>
 
 #include "dtrain/config/errors.hpp"
+#include "config_test.hpp"
 #include "dtrain/config/program.hpp"
 
 using namespace dtrain::config;
+using dtrain::config::test::flags;
+using dtrain::config::test::spec_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -111,28 +114,21 @@ TEST_SUITE("config::program") {
   }
 
   TEST_CASE("--nnodes and --nproc-per-node as torchrun writes them") {
-    Overrides o;
-    set_nnodes(o, "3");
-    CHECK(o.nodes == 3);
-    set_nnodes(o, "2:2");
-    CHECK(o.nodes == 2);
-    CHECK_FALSE(o.min_nodes.has_value());
-    set_nnodes(o, "1:4");  // elastic
-    CHECK(o.nodes == 4);
-    CHECK(o.min_nodes == 1);
-    CHECK(o.flag_problems.empty());
-    set_nnodes(o, "4:2");
-    set_nnodes(o, "0:2");
-    REQUIRE(o.flag_problems.size() == 2);
-    CHECK(o.flag_problems[0].message == "4:2 is not a node range; expected MIN:MAX with 1 <= MIN <= MAX, e.g. 2:4");
-    CHECK(o.flag_problems[1].message.find("0:2 is not a node range") == 0);
-    Overrides n;
-    set_nproc_per_node(n, "gpu");
+    auto nodes = [](const char* text) { return spec_of(R"({"command": ["a"]})", flags({{"--nnodes", text}})).cluster; };
+    CHECK(nodes("3").instances == 3);
+    CHECK(nodes("2:2").instances == 2);
+    CHECK_FALSE(nodes("2:2").min_instances.has_value());
+    CHECK(nodes("1:4").instances == 4);  // elastic
+    CHECK(nodes("1:4").min_instances == 1);
+    // the range is cluster.instances' rule, named by the flag
+    CHECK_THROWS_WITH_AS(nodes("4:2"), doctest::Contains("--nnodes: min 4 is more than max 2"), SpecError);
+    CHECK_THROWS_WITH_AS(nodes("0:2"), doctest::Contains("--nnodes: 0 is out of range"), SpecError);
+    CHECK_THROWS_WITH_AS(nodes("two"), doctest::Contains("--nnodes: 'two' is not a node count"), SpecError);
+    Overrides n = flags({{"--nproc-per-node", "gpu"}});
     CHECK(n.nproc_mode == "gpu");
-    set_nproc_per_node(n, "4");
+    (void)set_flag(n, "--nproc-per-node", "4");
     CHECK(n.nproc_per_node == 4);
     CHECK_FALSE(n.nproc_mode.has_value());
-    set_nproc_per_node(n, "x");
-    CHECK(n.flag_problems.size() == 1);
+    CHECK_THROWS_WITH_AS(set_flag(n, "--nproc-per-node", "x"), doctest::Contains("'x' is not a worker count"), SpecError);
   }
 }

@@ -7,9 +7,12 @@
 
 #include "dtrain/common/worker_env.hpp"
 #include "dtrain/config/errors.hpp"
+#include "config_test.hpp"
 #include "dtrain/config/spec.hpp"
 
 using namespace dtrain::config;
+using dtrain::config::test::flags;
+using dtrain::config::test::spec_of;
 
 namespace {
 
@@ -185,23 +188,28 @@ TEST_SUITE("config::spec") {
     CHECK(has_problem(ps, "--set", "cannot set /command/x"));
   }
 
-  TEST_CASE("flag overrides are validated and win over the spec") {
-    Overrides o;
-    o.rdzv = "node0:1234";
-    o.token_file = "/etc/tok";
-    JobSpec s = load_spec_text(R"({"command": ["a"], "rendezvous": {"endpoint": "h:1", "token_file": "t"}})", o);
+  TEST_CASE("a flag's value is checked by its field's rule, named by the flag, and wins over the spec") {
+    Overrides o = flags({{"--rdzv-endpoint", "node0:1234"}, {"--token-file", "/etc/tok"}, {"--max-restarts", "3"}});
+    JobSpec s = load_spec_text(R"({"command": ["a"], "rendezvous": {"endpoint": "h:1", "token_file": "t"},
+                                   "restart": {"max_restarts": 1}})", o);
     CHECK(s.rendezvous.endpoint == "node0:1234");
     CHECK(s.rendezvous.token_file == "/etc/tok");
-    Overrides bad;
-    bad.rdzv = "nohost:port";
-    bad.nodes = 2;
-    bad.node_rank = 2;
-    bad.nproc_per_node = 0;
+    CHECK(s.restart.max_restarts == 3);
+    Overrides bad = flags({{"--rdzv-endpoint", "nohost:port"}, {"--max-restarts", "-1"}, {"--token-file", ""},
+                           {"--rdzv-id", "a/b"}});
     auto ps = problems_of(R"({"command": ["a"]})", bad);
     INFO(dump(ps));
     CHECK(has_problem(ps, "--rdzv-endpoint", "is not a number"));
-    CHECK(has_problem(ps, "--node-rank", "not below --nnodes 2"));
-    CHECK(has_problem(ps, "--nproc-per-node", "out of range"));
+    CHECK(has_problem(ps, "--max-restarts", "-1 is out of range; expected an integer from 0 to 10000"));
+    CHECK(has_problem(ps, "--token-file", "\"\" is empty; expected a non-empty string"));
+    CHECK(has_problem(ps, "--rdzv-id", "\"a/b\" is not a valid run id"));
+    // a launch setting's value is checked by its own rule when the flag is read
+    CHECK_THROWS_WITH_AS(flags({{"--master-port", "70000"}}),
+                         "--master-port: 70000 is out of range; expected an integer from 1 to 65535", SpecError);
+    CHECK_THROWS_WITH_AS(flags({{"--nproc-per-node", "0"}}), doctest::Contains("--nproc-per-node: 0 is out of range"),
+                         SpecError);
+    CHECK_THROWS_WITH_AS(flags({{"--max-restarts", "many"}}),
+                         "--max-restarts: 'many' is not a number; expected an integer from 0 to 10000", SpecError);
   }
 
   TEST_CASE("the etcd backend needs an endpoint; its TLS and user fields come in pairs and only with it") {
@@ -219,12 +227,12 @@ TEST_SUITE("config::spec") {
     CHECK(has_problem(ps, "/rendezvous/etcd", "rendezvous.backend is \"builtin\""));
     ps = problems_of(R"({"command": ["a"], "rendezvous": {"backend": "consul"}})");
     CHECK(has_problem(ps, "/rendezvous/backend", "is not a rendezvous backend"));
-    Overrides o;
-    set_rdzv_backend(o, "etcd");
-    o.rdzv = "e:2379";
+    Overrides o = flags({{"--rdzv-backend", "etcd-v2"}, {"--rdzv-endpoint", "e:2379"}});
     CHECK(load_spec_text(R"({"command": ["a"]})", o).rendezvous.backend == "etcd");
-    set_rdzv_backend(o, "c10d");
+    o = flags({{"--rdzv-backend", "c10d"}});
     CHECK(load_spec_text(R"({"command": ["a"]})", o).rendezvous.backend == "builtin");
+    ps = problems_of(R"({"command": ["a"]})", flags({{"--rdzv-backend", "zookeeper"}}));
+    CHECK(has_problem(ps, "--rdzv-backend", "\"zookeeper\" is not a rendezvous backend"));
   }
 
   TEST_CASE("the what() text lists one problem per line under the source") {

@@ -24,9 +24,9 @@
 #include "../agent/agent_test_util.hpp"
 #include "dtrain/common/net.hpp"
 #include "dtrain/common/system.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
-#include "dtrain/rendezvous/run_status.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
+#include "dtrain/rendezvous/membership/run_status.hpp"
 
 extern char** environ;
 

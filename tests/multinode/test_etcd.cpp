@@ -1,9 +1,9 @@
 // The etcd rendezvous backend end to end: `dtrain launch` processes of the real binary meet in an
-// etcd started by the test (tests/rendezvous/etcd/etcd_server.hpp), their workers' collectives
+// etcd started by the test (tests/rendezvous/etcd_server.hpp), their workers' collectives
 // bootstrap from etcd, and node 0 can be lost without taking the job with it.
 #include <doctest/doctest.h>
 
-#include "../rendezvous/etcd/etcd_server.hpp"
+#include "../rendezvous/etcd_server.hpp"
 #include "multinode_util.hpp"
 
 using namespace mn;

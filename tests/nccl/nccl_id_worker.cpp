@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "dtrain/common/net.hpp"
-#include "dtrain/rendezvous/client.hpp"
+#include "dtrain/rendezvous/store/client.hpp"
 #include "nccl_core.hpp"
 
 namespace {

@@ -10,10 +10,10 @@
 #include <memory>
 #include <string>
 
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/client.hpp"
-#include "dtrain/rendezvous/server.hpp"
-#include "dtrain/rendezvous/wire.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "dtrain/rendezvous/store/client.hpp"
+#include "dtrain/rendezvous/server/server.hpp"
+#include "dtrain/rendezvous/store/wire.hpp"
 
 namespace rt {
 

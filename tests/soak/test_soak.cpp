@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "../cli/run_binary.hpp"
-#include "../rendezvous/serve_process.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/client.hpp"
-#include "dtrain/rendezvous/node_session.hpp"
-#include "dtrain/rendezvous/run_status.hpp"
+#include "../rendezvous/server/serve_process.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "dtrain/rendezvous/store/client.hpp"
+#include "dtrain/rendezvous/membership/node_session.hpp"
+#include "dtrain/rendezvous/membership/run_status.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;

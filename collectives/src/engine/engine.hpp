@@ -31,7 +31,7 @@
 
 #include "../call.hpp"
 #include "dtrain/collectives.h"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll {
 

@@ -14,7 +14,7 @@ if(DTRAIN_HAVE_NCCL AND NOT TARGET dtrain_nccl_core)
     $<BUILD_INTERFACE:${_dtrain_nccl_dir}>
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/collectives/include>)
   target_link_libraries(dtrain_nccl_core
-    PUBLIC dtrain::nccl_deps dtrain::rdzv_client dtrain::common ${CMAKE_DL_LIBS}
+    PUBLIC dtrain::nccl_deps dtrain::rdzv_store dtrain::common ${CMAKE_DL_LIBS}
     PRIVATE dtrain_warnings)
   # Linked into the shared library, whose only exports are the C ABI.
   set_target_properties(dtrain_nccl_core PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)

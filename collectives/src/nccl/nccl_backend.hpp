@@ -12,7 +12,7 @@
 #include "../call.hpp"
 #include "dtrain/collectives.h"
 #include "dtrain/common/errors.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll::nccl {
 

@@ -1,7 +1,7 @@
 // The server's rate-limited log of dropped and refused peers, without a clock of its own.
 #include <doctest/doctest.h>
 
-#include "server/drop_log.hpp"
+#include "drop_log.hpp"
 
 using dtrain::rdzv::DropLog;
 using namespace std::chrono_literals;

@@ -1,7 +1,7 @@
 // The event log without sockets: order, generation, root cause, lookups by seq.
 #include <doctest/doctest.h>
 
-#include "server/event_log.hpp"
+#include "event_log.hpp"
 
 using namespace dtrain::rdzv;
 

@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "refusal.hpp"
-#include "server/exit_barrier.hpp"
+#include "exit_barrier.hpp"
 
 using namespace dtrain::rdzv;
 using rt::refusal_of;

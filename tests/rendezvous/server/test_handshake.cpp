@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "dtrain/common/errors.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "server/handshake.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "handshake.hpp"
 
 using namespace dtrain::rdzv;
 using wire::Frame;

@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "refusal.hpp"
-#include "server/liveness.hpp"
+#include "liveness.hpp"
 
 using namespace dtrain::rdzv;
 using namespace std::chrono_literals;

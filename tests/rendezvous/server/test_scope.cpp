@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "refusal.hpp"
-#include "server/scope.hpp"
+#include "scope.hpp"
 
 using namespace dtrain::rdzv;
 using namespace dtrain::rdzv::srv;

@@ -1,7 +1,7 @@
 // STATUS records without sockets.
 #include <doctest/doctest.h>
 
-#include "server/status.hpp"
+#include "status.hpp"
 
 using namespace dtrain::rdzv;
 using namespace std::chrono_literals;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dtrain/config/plan.hpp"
+#include "dtrain/config/streams.hpp"
 
 namespace dtrain::agent {
 
@@ -24,16 +25,8 @@ namespace dtrain::agent {
 enum class JobState { starting, running, stopping, restarting, done };
 const char* state_name(JobState s);
 
-// Which of a worker's streams a choice covers (torchrun's --redirects/--tee): bit 1 stdout, bit 2
-// stderr, for every local rank or per local rank.
-struct StreamChoice {
-  int all = 0;
-  std::map<int, int> by_local_rank;
-  int of(int local_rank) const {
-    auto it = by_local_rank.find(local_rank);
-    return it == by_local_rank.end() ? all : it->second;
-  }
-};
+// Which of a worker's streams go to the log files only (torchrun's --redirects), resolved by config.
+using StreamChoice = config::StreamChoice;
 
 // How worker output reaches the terminal and the log files, beyond the spec's output section (tag,
 // tag format, timestamps, log_dir: read from the plan's spec): the launch's flags and where to write.

@@ -12,7 +12,6 @@ using EnvMap = std::map<std::string, std::string>;
 
 struct EnvContext {
   int generation = 0;          // restart count
-  int max_restarts = 0;
   std::string run_id;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;

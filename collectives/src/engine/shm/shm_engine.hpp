@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../engine.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll::shm {
 

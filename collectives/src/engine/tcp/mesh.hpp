@@ -24,7 +24,7 @@
 
 #include "../../call.hpp"
 #include "../engine.hpp"
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll::tcp {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "dtrain/rendezvous/auth.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
 
 namespace dtrain::coll::tcp::handshake {
 namespace {

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dtrain/rendezvous/store.hpp"
+#include "dtrain/rendezvous/store/store.hpp"
 
 namespace dtrain::coll::tcp::handshake {
 

@@ -24,8 +24,8 @@
 
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/params.hpp"
-#include "dtrain/rendezvous/auth.hpp"
-#include "dtrain/rendezvous/client.hpp"
+#include "dtrain/rendezvous/store/auth.hpp"
+#include "dtrain/rendezvous/store/client.hpp"
 #include "mesh.hpp"
 #include "mesh_handshake.hpp"
 

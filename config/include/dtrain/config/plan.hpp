@@ -66,6 +66,14 @@ struct BatchPlan {
 // The scaled rate of batch.learning_rate at `global` samples per iteration.
 double scaled_learning_rate(const LearningRateSpec& lr, std::int64_t global);
 
+// The hosts of -H, --hosts or --hostfile: every node of the job, its node rank its place in the
+// list, each running procs_per_instance workers.
+struct HostsPlan {
+  std::vector<std::string> names;
+  std::string from;     // "-H a:4,b:4", "--hostfile hosts.txt"
+  int this_host = -1;   // this machine's place among them (by host name, or --node-rank); -1: not one
+};
+
 struct Plan {
   JobSpec spec;
   NodeIdentity identity;
@@ -90,6 +98,7 @@ struct Plan {
   std::string python;                      // the interpreter of a script or module launch (program.hpp)
   std::string python_source;               // "--python", "PYTHON_EXEC", "python3 from PATH"
   std::string instance_type;               // the GPU instance type the GPUs per instance came from
+  std::optional<HostsPlan> hosts;          // -H, --hosts, --hostfile (node ranks in their order)
   // pipeline > 1: the idle fraction of each iteration, (p-1)/(m+p-1) for p stages and m micro-batches
   std::optional<double> pipeline_bubble;
 

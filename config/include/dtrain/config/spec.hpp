@@ -5,9 +5,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtrain/config/errors.hpp"
+#include "dtrain/config/hosts.hpp"
 
 namespace dtrain::config {
 
@@ -101,56 +103,40 @@ struct JobSpec {
   std::filesystem::path source;            // file the spec came from ("" for the embedded default)
 };
 
-// Command-line overrides shared by `plan` and `launch` (flags win over the spec and environment).
-// Flags given as text (--nnodes, --nproc-per-node) are checked with the spec, so that every problem
-// is reported together.
-// A spec field set by a flag (--log-dir, --grace, --rdzv-conf timeout=60, ...): applied like --set,
-// before validation, and named by its flag in messages.
+// A spec field set by a flag (--log-dir, --max-restarts, --rdzv-conf timeout=60, ...) through its
+// row in flags.hpp: applied as --set applies its value, before validation, checked by the field's
+// rule and named by its flag in messages.
 struct FlagSet {
   std::string pointer;  // "/output/log_dir"
-  std::string value;    // JSON text, or the string itself when is_string
-  bool is_string = false;
+  std::string value;    // JSON text
   std::string flag;     // "--log-dir", "--rdzv-conf timeout"
+  std::string origin;   // "" the command line; "PET_LOG_DIR=logs" torchrun's variable
 };
 
+// What a launch gives the spec and the plan besides the job file (launch.hpp resolves it from the
+// command line): spec fields set by flags, and the launch settings the plan reads. Each value was
+// checked once, by its target's rule, when it was set.
 struct Overrides {
-  std::optional<int> nodes;
-  std::optional<int> min_nodes;            // --nnodes MIN:MAX (nodes holds MAX)
-  std::optional<int> node_rank;
-  std::optional<int> nproc_per_node;
+  std::vector<std::string> sets;           // --set "/json/pointer=value" (value parsed as JSON, else string)
+  std::vector<FlagSet> flag_sets;          // spec fields set by flags (applied after sets)
+  std::optional<int> node_rank;            // --node-rank
+  std::optional<int> nproc_per_node;       // --nproc-per-node N
   std::optional<std::string> nproc_mode;   // --nproc-per-node gpu | cpu | auto
   bool standalone = false;                 // --standalone: one node, a store of its own
-  std::optional<std::string> rdzv;         // HOST:PORT (HOST alone: port 29400)
-  std::optional<std::string> run_id;       // --rdzv-id
-  std::optional<std::string> rdzv_backend; // --rdzv-backend builtin | etcd (c10d, static: builtin; etcd-v2: etcd)
   std::optional<std::string> master_addr;  // --master-addr
-  std::optional<int> master_port;          // --master-port
-  std::optional<int> max_restarts;         // --max-restarts
-  std::optional<std::string> token_file;
+  std::optional<int> master_port;          // --master-port: the workers' MASTER_PORT
+  std::optional<int> total_ranks;          // mpirun's -n/-np: the world size
+  std::vector<HostSlots> hosts;            // -H/--hosts, --hostfile: every node, node ranks in order
+  std::string hosts_from;                  // how they were given: "-H a:4,b:4", "--hostfile hosts.txt"
   std::optional<std::vector<std::string>> command;  // replaces the spec's command (program.hpp)
   std::optional<std::string> default_name;          // the job name when the spec has none
-  std::vector<std::string> sets;           // "/json/pointer=value" (value parsed as JSON, else string)
-  std::vector<FlagSet> flag_sets;          // spec fields set by torchrun's flags (applied after sets)
   // Workers per node when neither a flag nor the spec says: torchrun's default (1) for a launch
   // without a job file; unset: visible GPUs, else CPUs (the job spec's "auto").
   std::optional<int> default_nproc_per_node;
-  std::vector<SpecProblem> flag_problems;  // flags that did not parse, reported with the spec's problems
+
+  // The flag that set spec field `pointer` ("--nnodes"), or nullptr when no flag did.
+  const FlagSet* flag_for(std::string_view pointer) const;
 };
-
-// --nnodes N or MIN:MAX (an elastic job) and
-// --nproc-per-node N|gpu|cpu|auto into `o`; a bad value lands in o.flag_problems.
-void set_nnodes(Overrides& o, const std::string& text);
-void set_nproc_per_node(Overrides& o, const std::string& text);
-// --rdzv-backend: builtin, c10d, static (dtrain's own rendezvous) or etcd, etcd-v2 (an etcd cluster).
-void set_rdzv_backend(Overrides& o, const std::string& text);
-
-// --rdzv-conf KEY=VALUE,...: torchrun's rendezvous keys as spec fields (timeout and join_timeout ->
-// rendezvous.join_timeout_s, last_call_timeout -> last_call_s, ...); keys with no field add a line to
-// `notes` saying what dtrain does instead; an unknown key or a malformed pair is a flag problem.
-void set_rdzv_conf(Overrides& o, const std::string& text, std::vector<std::string>& notes);
-std::vector<std::string> rdzv_conf_keys();
-// The spec field a --rdzv-conf key sets ("/rendezvous/join_timeout_s"), or nullopt (a note, or unknown).
-std::optional<std::string> rdzv_conf_pointer(const std::string& key);
 
 // Parses and validates a spec; on any problem throws SpecError listing every problem found.
 JobSpec load_spec_file(const std::filesystem::path& file, const Overrides& overrides);

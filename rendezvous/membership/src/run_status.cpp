@@ -1,0 +1,51 @@
+// `dtrain status`'s questions to the built-in rendezvous (run_status.hpp).
+#include "dtrain/rendezvous/membership/run_status.hpp"
+
+#include <fmt/format.h>
+
+#include "dtrain/common/errors.hpp"
+#include "dtrain/rendezvous/store/wire.hpp"
+
+namespace dtrain::rdzv {
+namespace {
+using wire::Frame;
+using wire::Op;
+constexpr std::chrono::milliseconds kOpTimeout{60000};
+}  // namespace
+
+std::string progress_key(int node_rank) { return fmt::format("dtrain/progress/node-{}", node_rank); }
+
+std::vector<std::string> list_runs(const ClientOptions& opts) {
+  auto s = connect_store(opts);
+  Frame r = s->call(Frame(Op::list_runs), kOpTimeout);
+  std::vector<std::string> out;
+  for (const auto& a : r.args) out.push_back(to_string(a));
+  return out;
+}
+
+std::vector<std::string> query_progress(const ClientOptions& opts, const RunStatus& st) {
+  std::vector<std::string> out(st.nodes.size());
+  if (st.nodes.empty()) return out;
+  ClientOptions co = opts;
+  co.run_id = st.run_id;
+  co.generation = static_cast<int>(st.generation);
+  auto s = connect_store(co);
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    if (st.nodes[i].node_rank < 0) continue;
+    std::vector<std::string> key{progress_key(st.nodes[i].node_rank)};
+    if (s->check(key)) out[i] = to_string(s->get(key[0], kOpTimeout));
+  }
+  return out;
+}
+
+RunStatus query_status(const ClientOptions& opts, const std::string& run_id) {
+  auto s = connect_store(opts);
+  Frame r = s->call(Frame(Op::status).str(run_id), kOpTimeout);
+  try {
+    return unpack_run_status(r.bytes_at(0));
+  } catch (const wire::ProtocolError& e) {
+    throw IoError(fmt::format("rendezvous {}: bad status reply: {}", s->endpoint(), e.what()));
+  }
+}
+
+}  // namespace dtrain::rdzv
