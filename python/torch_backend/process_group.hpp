@@ -159,6 +159,11 @@ class ProcessGroupDtrain : public TorchBackend {
   // DTRAIN_SUCCESS.
   void check(dtrain_status_t st, const char* op) const;
   void check_root(int64_t root, const char* op) const;
+  // On the group's thread: one reduce-scatter (all-gather) of `in` into `out` (process_group_reduce.cpp,
+  // process_group_move.cpp).
+  void reduce_scatter_into(const at::Tensor& out, const at::Tensor& in, const Reduction& red, const char* op,
+                           void* stream);
+  void allgather_into(const at::Tensor& out, const at::Tensor& in, const char* op, void* stream);
   // One reduction on the group's thread: a premultiplied sum gets its op made and destroyed around it.
   template <typename F>
   void with_op(const Reduction& r, const char* op, F&& call);

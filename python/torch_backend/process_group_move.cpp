@@ -77,13 +77,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::_allgather_base(at::Tensor& o
   at::Tensor out = output;
   at::Tensor in = input;
   return enqueue({c10d::OpType::_ALLGATHER_BASE, op, {output, input}, {output}, opts.timeout, async_op(opts)},
-                 [this, out, in](DtrainWork& w) {
-                   const at::Tensor src = in.contiguous();  // the input itself when contiguous
-                   Staged s(out);
-                   const Span sp = span_of(src, false, op);
-                   check(dtrain_allgather(comm_, sp.ptr, s.buf.data_ptr(), sp.count, sp.dtype, w.stream()), op);
-                   s.copy_back();
-                 });
+                 [this, out, in](DtrainWork& w) { allgather_into(out, in, op, w.stream()); });
+}
+
+// No copy for contiguous tensors: the input itself, and the output itself when Staged.
+void ProcessGroupDtrain::allgather_into(const at::Tensor& out, const at::Tensor& in, const char* op, void* stream) {
+  const at::Tensor src = in.contiguous();
+  Staged s(out);
+  const Span sp = span_of(src, false, op);
+  check(dtrain_allgather(comm_, sp.ptr, s.buf.data_ptr(), sp.count, sp.dtype, stream), op);
+  s.copy_back();
 }
 
 #if DTRAIN_TORCH_TENSOR_COALESCED
@@ -101,13 +104,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::allgather_into_tensor_coalesc
   for (size_t i = 0; i < outputs.size(); ++i) check_gather_pair(outputs[i], inputs[i], size_, op);
   return enqueue({c10d::OpType::COALESCED, op, used, outputs, opts.timeout, async_op(opts)},
                  [this, outputs, inputs](DtrainWork& w) {
-                   for (size_t i = 0; i < outputs.size(); ++i) {
-                     const at::Tensor src = inputs[i].contiguous();
-                     Staged s(outputs[i]);
-                     const Span sp = span_of(src, false, op);
-                     check(dtrain_allgather(comm_, sp.ptr, s.buf.data_ptr(), sp.count, sp.dtype, w.stream()), op);
-                     s.copy_back();
-                   }
+                   for (size_t i = 0; i < outputs.size(); ++i) allgather_into(outputs[i], inputs[i], op, w.stream());
                  });
 }
 #endif

@@ -129,16 +129,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::_reduce_scatter_base(at::Tens
   at::Tensor out = output;
   at::Tensor in = input;
   return enqueue({c10d::OpType::_REDUCE_SCATTER_BASE, op, {output, input}, {output}, opts.timeout, async_op(opts)},
-                 [this, out, in, red](DtrainWork& w) {
-                   const at::Tensor src_buf = in.contiguous();  // the input itself when contiguous
-                   Staged s(out);
-                   const Span src = span_of(src_buf, true, op);
-                   const Span dst = span_of(s.buf, true, op);
-                   with_op(red, op, [&](dtrain_op_t o) {
-                     return dtrain_reduce_scatter(comm_, src.ptr, dst.ptr, dst.count, dst.dtype, o, w.stream());
-                   });
-                   s.copy_back();
-                 });
+                 [this, out, in, red](DtrainWork& w) { reduce_scatter_into(out, in, red, op, w.stream()); });
+}
+
+// No copy for contiguous tensors: the input itself, and the output itself when Staged.
+void ProcessGroupDtrain::reduce_scatter_into(const at::Tensor& out, const at::Tensor& in, const Reduction& red,
+                                             const char* op, void* stream) {
+  const at::Tensor src_buf = in.contiguous();
+  Staged s(out);
+  const Span src = span_of(src_buf, true, op);
+  const Span dst = span_of(s.buf, true, op);
+  with_op(red, op, [&](dtrain_op_t o) {
+    return dtrain_reduce_scatter(comm_, src.ptr, dst.ptr, dst.count, dst.dtype, o, stream);
+  });
+  s.copy_back();
 }
 
 #if DTRAIN_TORCH_TENSOR_COALESCED
@@ -160,16 +164,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::reduce_scatter_tensor_coalesc
   }
   return enqueue({c10d::OpType::COALESCED, op, used, outputs, opts.timeout, async_op(opts)},
                  [this, outputs, inputs, reds](DtrainWork& w) {
-                   for (size_t i = 0; i < outputs.size(); ++i) {
-                     const at::Tensor src_buf = inputs[i].contiguous();
-                     Staged s(outputs[i]);
-                     const Span src = span_of(src_buf, true, op);
-                     const Span dst = span_of(s.buf, true, op);
-                     with_op(reds[i], op, [&](dtrain_op_t o) {
-                       return dtrain_reduce_scatter(comm_, src.ptr, dst.ptr, dst.count, dst.dtype, o, w.stream());
-                     });
-                     s.copy_back();
-                   }
+                   for (size_t i = 0; i < outputs.size(); ++i)
+                     reduce_scatter_into(outputs[i], inputs[i], reds[i], op, w.stream());
                  });
 }
 #endif
