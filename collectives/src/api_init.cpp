@@ -1,6 +1,6 @@
 // The C ABI of communicators: making one (from the launch environment, from explicit options with
 // dtrain's rendezvous store, or through the caller's own store with an extensible configuration,
-// dtrain_comm_init_config), asking its rank and size, setting its deadline, destroying it; the
+// dtrain_comm_init_config), asking its rank and size, setting its deadline, aborting the call in flight, destroying it; the
 // library's version and the text of statuses and of the last error. Every function body runs inside
 // guard() (handle.hpp), the library's only conversion of exceptions into statuses.
 #include <algorithm>
@@ -250,6 +250,13 @@ dtrain_status_t dtrain_comm_set_timeout(dtrain_comm_t comm, double timeout_s) {
     c.set_timeout(std::chrono::milliseconds(ms <= 0 ? 0 : ms > 1e15 ? static_cast<long long>(1e15)
                                                                     : std::max(1LL, static_cast<long long>(ms))));
     if (comm->nccl) comm->nccl->set_timeout(c.timeout());  // a later NCCL communicator starts with it
+    return DTRAIN_SUCCESS;
+  });
+}
+
+dtrain_status_t dtrain_comm_abort(dtrain_comm_t comm, const char* reason) {
+  return guard([&] {
+    cpu_of(comm).abort(reason != nullptr && *reason != '\0' ? reason : "aborted");
     return DTRAIN_SUCCESS;
   });
 }

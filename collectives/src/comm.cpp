@@ -138,6 +138,8 @@ void Communicator::start() {
 Communicator::~Communicator() = default;
 
 void Communicator::check_usable() const {
+  if (aborted_.load(std::memory_order_acquire))
+    throw CollError(DTRAIN_ERR_ABORTED, fmt::format("the communicator was aborted: {}", abort_reason_));
   if (failed_)
     throw CollError(DTRAIN_ERR_ABORTED,
                     fmt::format("the communicator failed earlier and cannot be used; destroy it (first error: {})",
@@ -204,6 +206,16 @@ void Communicator::mark_failed(dtrain_status_t status, const std::string& msg) n
     failure_ = msg;
   }
   if (engine_) engine_->abort(status, msg);
+}
+
+void Communicator::abort(const std::string& reason) noexcept {
+  if (abort_claimed_.exchange(true)) return;
+  try {
+    abort_reason_ = reason;
+  } catch (...) {  // out of memory: the status alone says it
+  }
+  aborted_.store(true, std::memory_order_release);
+  if (engine_) engine_->abort(DTRAIN_ERR_ABORTED, abort_reason_);
 }
 
 namespace {

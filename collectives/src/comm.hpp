@@ -9,6 +9,7 @@
 // learned from the store). make_engine() picks the engine from where the ranks are
 // (engine/factory.cpp); the world from the environment or dtrain_comm_init takes the ranks of one
 // node as contiguous, as torchrun and `dtrain launch` number them.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -118,6 +119,9 @@ class Communicator {
 
   // Marks the communicator failed (used by the C ABI for errors raised outside the CPU engines).
   void mark_failed(dtrain_status_t status, const std::string& msg) noexcept;
+  // dtrain_comm_abort: the one call another thread may make while a call runs here. The call in
+  // progress fails through the engine's abort (DTRAIN_ERR_ABORTED with `reason`), as do later calls.
+  void abort(const std::string& reason) noexcept;
   bool failed() const { return failed_; }
 
  private:
@@ -146,6 +150,9 @@ class Communicator {
   std::vector<std::uint8_t> scratch_;  // scaled inputs of premultiplied sums, a reduce's result off the root
   bool failed_ = false;
   std::string failure_;
+  std::atomic<bool> abort_claimed_{false};  // abort(): the first caller writes abort_reason_
+  std::atomic<bool> aborted_{false};        // then publishes it here
+  std::string abort_reason_;
 };
 
 // Runs an engine call: a failure marks the communicator failed (and aborts the engine, so waiting

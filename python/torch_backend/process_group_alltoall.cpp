@@ -58,18 +58,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::alltoall_base(at::Tensor& out
   at::Tensor out = output;
   at::Tensor in = input;
   return enqueue(
-      c10d::OpType::ALLTOALL_BASE, op, {output}, opts.timeout, [this, out, in, send, recv, even](DtrainWork&) {
+      {c10d::OpType::ALLTOALL_BASE, op, {output, input}, {output}, opts.timeout, async_op(opts)},
+      [this, out, in, send, recv, even](DtrainWork& w) {
         const at::Tensor src = in.contiguous();
         Staged s(out);
         const Span sp = span_of(src, false, op);
         const Span dp = span_of(s.buf, false, op);
         if (even) {
-          check(dtrain_alltoall(comm_, sp.ptr, dp.ptr, sp.count / static_cast<size_t>(size_), sp.dtype, nullptr), op);
+          check(dtrain_alltoall(comm_, sp.ptr, dp.ptr, sp.count / static_cast<size_t>(size_), sp.dtype, w.stream()),
+                op);
         } else {
           const std::vector<size_t> sd = displacements(send);
           const std::vector<size_t> rd = displacements(recv);
           check(dtrain_alltoallv(comm_, sp.ptr, send.data(), sd.data(), dp.ptr, recv.data(), rd.data(), sp.dtype,
-                                 nullptr),
+                                 w.stream()),
                 op);
         }
         s.copy_back();
@@ -90,14 +92,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDtrain::alltoall(std::vector<at::Tens
   std::vector<size_t> send, recv;
   for (const auto& t : inputs) send.push_back(static_cast<size_t>(t.numel()) * units);
   for (const auto& t : outputs) recv.push_back(static_cast<size_t>(t.numel()) * units);
-  return enqueue(c10d::OpType::ALLTOALL, op, outputs, opts.timeout, [this, inputs, outputs, send, recv](DtrainWork&) {
+  return enqueue({c10d::OpType::ALLTOALL, op, all, outputs, opts.timeout, async_op(opts)},
+                 [this, inputs, outputs, send, recv](DtrainWork& w) {
     const at::Tensor src = flatten(inputs);
     at::Tensor dst = flatten(outputs, false);
     const Span sp = span_of(src, false, op);
     const std::vector<size_t> sd = displacements(send);
     const std::vector<size_t> rd = displacements(recv);
     check(dtrain_alltoallv(comm_, sp.ptr, send.data(), sd.data(), dst.data_ptr(), recv.data(), rd.data(), sp.dtype,
-                           nullptr),
+                           w.stream()),
           op);
     unflatten(dst, outputs);
   });

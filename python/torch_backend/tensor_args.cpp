@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "device.hpp"
+
 namespace dtrain_torch {
 
 namespace {
@@ -83,12 +85,13 @@ Reduction reduction_of(const c10d::ReduceOp& r, at::ScalarType t, const char* op
       TORCH_CHECK(s != nullptr, "dtrain backend: ", op,
                   " got PREMUL_SUM without its factor (make it with torch.distributed._make_nccl_premul_sum)");
       out.premul = true;
-      if (s->tensor_factors.empty()) {
+      const at::Tensor factor = premul_tensor_of(*s, 0);
+      if (!factor.defined()) {
         out.scale = s->double_factor;
       } else {
-        TORCH_CHECK(s->tensor_factors.size() == 1 && s->tensor_factors[0].numel() == 1, "dtrain backend: ", op,
-                    " takes one PREMUL_SUM factor (a float or a list of one 1-element tensor)");
-        out.scale = s->tensor_factors[0].item<double>();
+        TORCH_CHECK(factor.numel() == 1, "dtrain backend: ", op,
+                    " takes one PREMUL_SUM factor (a float or a 1-element tensor)");
+        out.scale = factor.item<double>();
       }
       return out;
     }
@@ -104,17 +107,25 @@ Reduction reduction_of(const c10d::ReduceOp& r, at::ScalarType t, const char* op
 
 void check_tensor(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.defined(), "dtrain backend: ", op, " got an undefined tensor");
-  if (t.is_cuda()) {
-    TORCH_CHECK(false, "dtrain backend: ", op, " got a CUDA tensor (", t.device(),
-                "); this torch build / backend runs CPU tensors; move it with .cpu() (the CUDA design, NCCL on "
-                "torch's current stream, is in dtrain-torch(7))");
-  }
   TORCH_CHECK(!t.is_sparse(), "dtrain backend: ", op,
               " got a sparse tensor; the backend moves dense tensors only (use .to_dense())");
   TORCH_CHECK(t.layout() == at::kStrided, "dtrain backend: ", op, " got a tensor of layout ", t.layout(),
               "; the backend moves dense (strided) tensors only");
-  TORCH_CHECK(t.device().is_cpu(), "dtrain backend: ", op, " got a tensor on ", t.device(),
-              "; the backend runs CPU tensors only (move it with .cpu())");
+  TORCH_CHECK(t.device().is_cpu() || (t.is_cuda() && built_with_cuda()), "dtrain backend: ", op, " got a tensor on ",
+              t.device(), "; the backend runs ",
+              built_with_cuda() ? "CPU and CUDA tensors (move it with .cpu() or .cuda())"
+                                : "CPU tensors only in this build (torch without CUDA; move it with .cpu())");
+}
+
+at::Device device_of(const std::vector<at::Tensor>& ts, const char* op) {
+  if (ts.empty()) return at::Device(at::kCPU);
+  const at::Device d = ts[0].device();
+  for (const auto& t : ts) {
+    check_tensor(t, op);
+    TORCH_CHECK(t.device() == d, "dtrain backend: ", op, " got tensors on ", d, " and on ", t.device(),
+                "; one op takes tensors of one device");
+  }
+  return d;
 }
 
 void check_tensors(const std::vector<at::Tensor>& ts, const char* op) {
@@ -126,7 +137,7 @@ void check_tensors(const std::vector<at::Tensor>& ts, const char* op) {
 }
 
 void check_single(const std::vector<at::Tensor>& ts, const char* op) {
-  TORCH_CHECK(ts.size() == 1, "dtrain backend: ", op, " takes exactly one tensor per call on the CPU, got ", ts.size());
+  TORCH_CHECK(ts.size() == 1, "dtrain backend: ", op, " takes exactly one tensor per call, got ", ts.size());
   check_tensor(ts[0], op);
 }
 

@@ -1,5 +1,6 @@
 // What the backend hands dtrain for torch tensors: dtypes, reductions, the checks that refuse what
-// it cannot do (CUDA and other devices, sparse and mixed tensors), and contiguous staging copies.
+// it cannot do (devices other than CPU and CUDA, sparse and mixed tensors), and contiguous staging
+// copies (on the device of the tensor; for CUDA tensors on the group's stream).
 #pragma once
 
 #include <string>
@@ -19,7 +20,7 @@ struct Span {
 
 // Whether dtrain reduces this scalar type (complex ones as real pairs).
 bool reducible(at::ScalarType t);
-// The span of a contiguous CPU tensor; `reduce` refuses what dtrain cannot reduce.
+// The span of a contiguous tensor; `reduce` refuses what dtrain cannot reduce.
 Span span_of(const at::Tensor& t, bool reduce, const char* op);
 // Elements of dtype `span_of` gives per tensor element (2 for complex, the element size for bytes).
 size_t units_per_element(at::ScalarType t);
@@ -32,11 +33,14 @@ struct Reduction {
 };
 Reduction reduction_of(const c10d::ReduceOp& r, at::ScalarType t, const char* op);
 
-// Refuses a tensor the backend cannot take (names the op and what is wrong): not on the CPU, sparse.
+// Refuses a tensor the backend cannot take (names the op and what is wrong): sparse, on a device
+// other than the CPU and (where built with CUDA) CUDA.
 void check_tensor(const at::Tensor& t, const char* op);
+// The one device of an op's tensors (the CPU for none), after check_tensor on each.
+at::Device device_of(const std::vector<at::Tensor>& ts, const char* op);
 // check_tensor on each, and one dtype for all (the ops move or reduce them as one buffer).
 void check_tensors(const std::vector<at::Tensor>& ts, const char* op);
-// Exactly one tensor in the list (the CPU ops take one; the list form is torch's multi-device API).
+// Exactly one tensor in the list (the ops take one; the list form is torch's multi-device API).
 void check_single(const std::vector<at::Tensor>& ts, const char* op);
 
 // A tensor's contiguous stand-in: the tensor itself when contiguous, else a copy; copy_back()

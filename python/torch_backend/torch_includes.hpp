@@ -4,9 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/GradMode.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "torch_compat.hpp"
 
 #include "dtrain/collectives.h"

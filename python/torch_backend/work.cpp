@@ -18,22 +18,99 @@ int DtrainWork::sourceRank() const {
   return source_rank_;
 }
 
+void DtrainWork::set_device(std::unique_ptr<DeviceSync> device, std::vector<at::Tensor> tensors) {
+  device_ = std::move(device);
+  device_tensors_ = std::move(tensors);
+}
+
+bool DtrainWork::on_device() const {
+  if (device_) return true;
+  for (const auto& m : members_) {
+    if (m->on_device()) return true;
+  }
+  return false;
+}
+
+bool DtrainWork::device_done() {
+  if (device_) return device_->done();
+  for (const auto& m : members_) {
+    if (!m->isCompleted()) return false;
+  }
+  return true;
+}
+
+bool DtrainWork::wait(std::chrono::milliseconds timeout) {
+  if (!on_device()) return c10d::Work::wait(timeout);
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto ready = [this] { return queued_ || completed_; };
+    if (timeout == kNoTimeout) {
+      cv_.wait(lock, ready);
+    } else if (!cv_.wait_for(lock, timeout, ready)) {
+      TORCH_CHECK(false, "dtrain backend: ", name_, " was not queued on the device within ", timeout.count(), " ms");
+    }
+    if (exception_) std::rethrow_exception(exception_);
+  }
+  block_streams();
+  return true;
+}
+
+void DtrainWork::synchronize() {
+  if (on_device()) wait(kNoTimeout);
+}
+
+void DtrainWork::block_streams() {
+  if (device_) device_->block_current_stream();
+  for (const auto& m : members_) m->block_streams();
+}
+
+void DtrainWork::begin_device() {
+  if (device_) stream_ = device_->begin(device_tensors_);
+}
+
+void DtrainWork::end_device() {
+  if (!device_) return;
+  device_->end();
+  device_tensors_.clear();  // recorded on the group's stream: the allocator keeps them until it passes
+  stream_ = nullptr;
+}
+
+void DtrainWork::settle(std::exception_ptr error) {
+  body_ = nullptr;  // drops the tensors the body captured
+  if (error || !on_device()) {
+    complete(error);
+  } else {
+    mark_queued();
+  }
+}
+
+void DtrainWork::mark_queued() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_ = true;
+  }
+  cv_.notify_all();
+}
+
 void DtrainWork::execute(const Body& before) {
   std::exception_ptr error;
   try {
     if (before) before(*this);
-    body_(*this);
+    begin_device();
+    if (body_) body_(*this);
   } catch (...) {
     error = std::current_exception();
   }
-  body_ = nullptr;  // drops the tensors the body captured
-  complete(error);
+  end_device();
+  settle(error);
 }
 
 void DtrainWork::execute_pair(DtrainWork& first, DtrainWork& second, const Body& before, const Pair& pair) {
   std::exception_ptr error;
   try {
     if (before) before(first);
+    first.begin_device();
+    second.begin_device();
     if (first.p2p_->send) {
       pair(first, second);
     } else {
@@ -42,19 +119,18 @@ void DtrainWork::execute_pair(DtrainWork& first, DtrainWork& second, const Body&
   } catch (...) {
     error = std::current_exception();
   }
-  first.body_ = nullptr;
-  second.body_ = nullptr;
-  first.complete(error);
-  second.complete(error);
-}
-
-void DtrainWork::cancel(std::exception_ptr error) {
-  body_ = nullptr;
-  complete(error);
+  for (DtrainWork* w : {&second, &first}) {
+    w->end_device();
+    w->settle(error);
+  }
 }
 
 // The work first, then the future: whoever the future's callbacks wake finds the work completed.
 void DtrainWork::complete(std::exception_ptr error) {
+  body_ = nullptr;
+  for (const auto& m : members_) {
+    if (!error) error = m->exception();
+  }
   finish(error);
   if (error) {
     future_->setError(error);

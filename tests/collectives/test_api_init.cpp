@@ -2,7 +2,8 @@
 // behind dtrain_store_t callbacks, as a framework backend passes its own): collectives on the
 // shared-memory engine, on TCP (config->transport) and across two fake hosts (config->host, ranks of a
 // host not contiguous: the hierarchical engine); bad configurations refused naming the field; a
-// failing or timing-out store callback reported with its message; dtrain_comm_set_timeout.
+// failing or timing-out store callback reported with its message; dtrain_comm_set_timeout;
+// dtrain_comm_abort from another thread ending the call in flight.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -257,5 +258,45 @@ TEST_SUITE("collectives::init_config") {
     });
     no_errors(errors);
     CHECK(dtrain_comm_set_timeout(nullptr, 1) == DTRAIN_ERR_INVALID_ARGUMENT);
+  }
+
+  TEST_CASE("abort from another thread ends the call in flight, on shm, tcp and hierarchical") {
+    for (const char* layout : {"shm", "tcp", "hierarchical"}) {
+      CAPTURE(layout);
+      Setup s;
+      s.size = std::string(layout) == "hierarchical" ? 4 : 2;
+      s.transport = std::string(layout) == "tcp" ? "tcp" : nullptr;
+      if (std::string(layout) == "hierarchical") s.host = [](int r) { return r % 2 == 0 ? "host-a" : "host-b"; };
+      s.timeout_s = 60;
+      std::atomic<bool> done{false};
+      auto errors = run_ranks(s, [&](dtrain_comm_t comm, int r) -> std::string {
+        if (r != 0) {  // alive, never calling: rank 0's allreduce waits for them
+          while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return "";
+        }
+        std::thread aborter([comm] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          dtrain_comm_abort(comm, "the test gave up");
+        });
+        std::vector<float> x(1000, 1.0f);
+        const auto t0 = std::chrono::steady_clock::now();
+        const dtrain_status_t st = dtrain_allreduce(comm, x.data(), x.data(), x.size(), DTRAIN_FLOAT32, DTRAIN_SUM,
+                                                    nullptr);
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const std::string text = dtrain_last_error();
+        aborter.join();
+        const dtrain_status_t later = dtrain_barrier(comm);
+        const std::string later_text = dtrain_last_error();
+        done = true;
+        if (st != DTRAIN_ERR_ABORTED) return fmt::format("in flight: status {}: {}", static_cast<int>(st), text);
+        if (text.find("the test gave up") == std::string::npos) return "in flight: no reason in: " + text;
+        if (took > 20) return fmt::format("in flight: took {} s", took);
+        if (later != DTRAIN_ERR_ABORTED || later_text.find("the test gave up") == std::string::npos)
+          return fmt::format("later call: status {}: {}", static_cast<int>(later), later_text);
+        return "";
+      });
+      no_errors(errors);
+    }
+    CHECK(dtrain_comm_abort(nullptr, "x") == DTRAIN_ERR_INVALID_ARGUMENT);
   }
 }

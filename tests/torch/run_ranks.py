@@ -1,9 +1,9 @@
 """Starts N ranks of a test script as plain processes with an explicit init_method (file:// in a
 fresh folder, or tcp:// on a free loopback port), passing --init URL --rank R --world N, and waits
 for them with a deadline (a hang fails the test). Exit 0 when every rank exits with its expected
-status; 77 (skip) when the first rank skipped.
+status (in each of --repeat runs); 77 (skip) when the first rank skipped.
 
-    run_ranks.py --nproc 3 --init file|tcp [--expect R=CODE ...] [--timeout S] script.py [args...]
+    run_ranks.py --nproc 3 --init file|tcp [--expect R=CODE ...] [--timeout S] [--repeat N] script.py [args...]
 """
 
 import argparse
@@ -27,10 +27,21 @@ def main():
     p.add_argument("--init", choices=["file", "tcp"], required=True)
     p.add_argument("--expect", action="append", default=[], help="RANK=CODE: that rank's exit status (default 0)")
     p.add_argument("--timeout", type=float, default=240)
+    p.add_argument("--repeat", type=int, default=1, help="runs of the job, each of which must pass")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args()
     expect = {int(k): int(v) for k, v in (e.split("=") for e in a.expect)}
+    for run in range(a.repeat):
+        rc = run_once(a, expect)
+        if rc != 0:
+            if rc == 1 and a.repeat > 1:
+                print(f"FAIL: in run {run + 1} of {a.repeat}", flush=True)
+            return rc
+    return 0
+
+
+def run_once(a, expect):
     with tempfile.TemporaryDirectory(prefix="dtrain-torch-") as tmp:
         url = f"file://{tmp}/store" if a.init == "file" else f"tcp://127.0.0.1:{free_port()}"
         procs = [subprocess.Popen([sys.executable, a.script, "--init", url, "--rank", str(r), "--world",

@@ -29,6 +29,23 @@ import dtrain.torch  # noqa: F401,E402  registers the backend
 # torch 1.13 warns that the private and coalesced ops it still routes will be deprecated
 warnings.filterwarnings("ignore", message=".*(deprecated|private function).*", category=UserWarning)
 
+# torch 2.x: the backend is a torch.distributed Backend (dtrain.torch's extension says which it was built as)
+TORCH2 = dtrain.torch._torch_backend.TORCH_BACKEND_CLASS
+TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def require_torch2(what):
+    """Skips (exit 77, the reason printed) on torch 1.13, where `what` does not exist."""
+    if not TORCH2:
+        skip(f"{what} needs torch 2.x (this is torch {torch.__version__}, where the backend is a ProcessGroup)")
+
+
+def rel_diff(got, want):
+    """max |got - want| / max |want| (0 for two zero tensors)."""
+    scale = want.abs().max().item()
+    return (got - want).abs().max().item() / (scale if scale > 0 else 1.0)
+
+
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
           torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
 FLOATING = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -77,6 +94,14 @@ class Checks:
                                 want.to(torch.complex128 if want.is_complex() else torch.float64), rtol=tol, atol=tol)
         if not ok:
             raise AssertionError(f"rank {self.rank}: {what}:\n got  {got}\n want {want}")
+
+    def close(self, got, want, what, rel=1e-9):
+        """got matches want within a relative difference of rel (of want's largest magnitude)."""
+        self.count += 1
+        d = rel_diff(got.detach().to(torch.float64), want.detach().to(torch.float64))
+        if got.shape != want.shape or not d < rel:
+            raise AssertionError(f"rank {self.rank}: {what}: relative difference {d:.3g} (limit {rel:g}), "
+                                 f"shapes {tuple(got.shape)} and {tuple(want.shape)}")
 
     def raises(self, fn, words, what):
         """fn() raises an exception whose text has every word of `words`."""

@@ -5,7 +5,7 @@ tcp://). Exit 0 when every check passed; a failure names the rank and the op."""
 
 import time
 
-from torch_common import (DTYPES, FLOATING, Checks, data, dist, init, parse_args, reference,
+from torch_common import (DTYPES, FLOATING, TORCH2, Checks, data, dist, init, parse_args, reference,
                           run_main, torch)
 import torch_ops_more
 
@@ -70,9 +70,11 @@ def check_allreduce(c, G):
             dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5), group=G.g)
             c.equal(t, reference("premul", all_data, dtype, 0.5), f"{G.name}: all_reduce PREMUL_SUM {dtype}",
                     tolerance(dtype, "premul"))
-    # the factor as a 1-element tensor, and a large buffer (past the small-message paths)
+    # the factor as a 1-element tensor (torch 1.13 takes it in a list), and a large buffer (past the
+    # small-message paths)
     t = data(G.rank, torch.float64, 1 << 18)
-    dist.all_reduce(t, op=dist._make_nccl_premul_sum([torch.tensor([2.0], dtype=torch.float64)]), group=G.g)
+    factor = torch.tensor([2.0], dtype=torch.float64)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor if TORCH2 else [factor]), group=G.g)
     c.equal(t, reference("premul", [data(r, torch.float64, 1 << 18) for r in range(G.size)], torch.float64, 2.0),
             f"{G.name}: all_reduce PREMUL_SUM (tensor factor, 256K)", 1e-12)
 

@@ -6,7 +6,7 @@ import datetime
 import time
 import warnings
 
-from torch_common import DTYPES, data, dist, reference, torch
+from torch_common import DTYPES, TORCH2, data, dist, reference, torch
 
 R = dist.ReduceOp
 
@@ -75,6 +75,16 @@ def check_alltoall(c, G):
             c.equal(outs[j], data(j * 7 + G.rank, dtype, 1 + split(j, G.rank)), f"{G.name}: all_to_all {dtype} from {j}")
 
 
+def batch_coalesces_on_cpu():
+    """Whether dist.batch_isend_irecv runs a batch of CPU tensors between the backend's start and end of
+    coalescing: torch 1.13 for every backend, torch 2.7 and later for a backend that supports_coalescing
+    (torch 2.0 to 2.6 for CUDA tensors only: distributed_c10d.py, batch_isend_irecv)."""
+    if not TORCH2:
+        return True
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    return bool(getattr(backend, "supports_coalescing", False))
+
+
 def _gloo(c, fn):
     try:
         fn()
@@ -110,9 +120,15 @@ def check_p2p(c, G):
     if G.rank in (0, 1):
         peer = 1 - G.rank
         out = torch.zeros(1 << 21, dtype=torch.float64)
-        works = dist.batch_isend_irecv([
-            dist.P2POp(dist.isend, data(G.rank, torch.float64, 1 << 21), G.global_rank(peer), G.g, 11),
-            dist.P2POp(dist.irecv, out, G.global_rank(peer), G.g, 11)])
+        ops = [dist.P2POp(dist.isend, data(G.rank, torch.float64, 1 << 21), G.global_rank(peer), G.g, 11),
+               dist.P2POp(dist.irecv, out, G.global_rank(peer), G.g, 11)]
+        if batch_coalesces_on_cpu():
+            works = dist.batch_isend_irecv(ops)
+        else:  # torch 2.0 to 2.6 coalesce batch_isend_irecv for CUDA tensors only: the same batch by hand
+            with dist.distributed_c10d._coalescing_manager(G.g, torch.device("cpu"), async_ops=True) as cm:
+                for op in ops:
+                    op.op(op.tensor, op.peer, op.group, op.tag)
+            works = cm.works
         for w in works:
             w.wait()
         c.equal(out, data(peer, torch.float64, 1 << 21), f"{G.name}: 16 MiB isend/irecv exchange")

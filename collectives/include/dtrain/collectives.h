@@ -213,6 +213,13 @@ DTRAIN_API dtrain_status_t dtrain_comm_init_config(const dtrain_config_t* config
  * communicator was made with. */
 DTRAIN_API dtrain_status_t dtrain_comm_set_timeout(dtrain_comm_t comm, double timeout_s);
 
+/* Ends comm's host calls from any thread: the call another thread is making on comm now (it may be
+ * waiting for peers) and every later call fail with DTRAIN_ERR_ABORTED and `reason` (NULL: "aborted")
+ * in their error text, and peers waiting on this rank fail as after a failure here. The one function
+ * that may run while another thread is in a call on comm; not while comm is being destroyed. Device
+ * work already on a stream is not stopped (dtrain_comm_destroy releases it). */
+DTRAIN_API dtrain_status_t dtrain_comm_abort(dtrain_comm_t comm, const char* reason);
+
 /* A premultiplied sum (ncclRedOpCreatePreMulSum): sum over ranks of scale * x, for the floating
  * dtypes. *op is valid on comm (for allreduce, reduce and reduce_scatter) until destroyed; every
  * rank creates its ops in the same order. */

@@ -11,8 +11,7 @@
 namespace dtrain::coll::tcp {
 
 void Failures::abort(dtrain_status_t status, const std::string& msg) noexcept {
-  if (aborted_) return;
-  aborted_ = true;
+  if (aborted_.exchange(true)) return;
   try {
     const std::string v = fmt::format("{} rank {}: {}", static_cast<int>(status), links_.world(links_.rank()), msg);
     store_.compare_set(prefix_ + "abort", {}, rdzv::as_bytes(v));

@@ -4,6 +4,7 @@
 // waiting on it stop at once; a rank whose peer broke its connection reports the root cause that
 // peer recorded (with its status) when there is one; a rank that times out asks every rank through
 // the store where it is (<key_prefix>status/<seq>/<rank>) and names who never reached the call.
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -31,7 +32,7 @@ class Failures {
   rdzv::Store& store_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};  // abort() may come from another thread (dtrain_comm_abort)
 };
 
 }  // namespace dtrain::coll::tcp
