@@ -11,8 +11,8 @@
 #
 # DTRAIN_TORCH says whether it is built (DTRAIN_TORCH_VERSION: the torch it is built against);
 # otherwise DTRAIN_TORCH_SKIP_REASON says why (one status line), and the tests of tests/torch are
-# reported as skipped with that reason. DTRAIN_TORCH_CUDA says whether the CUDA part is built. Sanitizer builds skip it: neither the interpreter nor libtorch is
-# instrumented.
+# reported as skipped with that reason. DTRAIN_TORCH_CUDA says whether the CUDA part is built.
+# Sanitizer builds skip it: neither the interpreter nor libtorch is instrumented.
 set(DTRAIN_TORCH OFF)
 set(DTRAIN_TORCH_CUDA OFF)
 set(DTRAIN_TORCH_SKIP_REASON "")
