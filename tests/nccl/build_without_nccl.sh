@@ -31,9 +31,11 @@ if grep -Eq 'libnccl|libcudart|libcuda\.' <<<"$needed"; then
   echo "FAIL: $lib links NCCL/CUDA although built with DTRAIN_WITH_NCCL=OFF"
   exit 1
 fi
-grep -q 'nccl_stub.cpp' "$work/off/build.ninja" || { echo "FAIL: nccl_stub.cpp is not part of the OFF build"; exit 1; }
+# What is compiled: build.ninja's sources and, for the unity batches, the files each batch includes.
+compiled=("$work/off/build.ninja" $(find "$work/off" -path '*/Unity/*.cxx'))
+grep -q 'nccl_stub.cpp' "${compiled[@]}" || { echo "FAIL: nccl_stub.cpp is not part of the OFF build"; exit 1; }
 for f in nccl_core.cpp nccl_bootstrap.cpp nccl_comm.cpp nccl_backend.cpp; do
-  if grep -q "$f" "$work/off/build.ninja"; then echo "FAIL: $f is in the OFF build"; exit 1; fi
+  if grep -q "$f" "${compiled[@]}"; then echo "FAIL: $f is in the OFF build"; exit 1; fi
 done
 
 echo "== configure with -DDTRAIN_WITH_NCCL=ON but no CUDA toolkit"
