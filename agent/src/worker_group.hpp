@@ -1,9 +1,9 @@
 #pragma once
 // The local workers of one generation: started side by side without waiting for their execs
-// (spawn.hpp), each in its own session and process group, signalled as groups, reaped (reaper.hpp)
-// with the exec error a child that could not exec reports on the status pipe, and read until both
-// pipes close (or, when a process that escaped the group keeps them open, until a short drain
-// period after the last exit).
+// (spawn.hpp), each in a process group of its own in the agent's session, signalled as groups,
+// reaped (reaper.hpp) with the exec error a child that could not exec reports on the status pipe,
+// and read until both pipes close (or, when a process that escaped the group keeps them open, until
+// a short drain period after the last exit).
 #include <uv.h>
 
 #include <chrono>
@@ -79,6 +79,9 @@ class WorkerGroup {
   // Process ids of the workers not reaped yet (this and retired generations).
   std::set<pid_t> live_pids() const;
   bool finished() const;  // every worker exited and its output is read (true when empty)
+  // The live worker of `rank` in this generation, as an exit record so far (rank, pid, how long it
+  // ran); nullopt when none.
+  std::optional<WorkerExit> running(int rank) const;
   std::vector<WorkerExit> exits() const;  // with the last lines of their stderr
   // The worker `pid` of this generation exited and its output is read (or it is not here).
   bool output_done(long pid) const;
