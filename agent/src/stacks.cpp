@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "dtrain/agent/hang.hpp"
+#include "visible_text.hpp"
 
 namespace dtrain::agent {
 
@@ -174,7 +175,7 @@ std::vector<std::string> stack_summary(const std::vector<RankStack>& stacks) {
   }
   std::vector<std::string> out;
   for (const auto& [p, ranks] : places)
-    out.push_back(fmt::format("rank{} {}: {}", ranks.size() == 1 ? "" : "s", ranks_text(ranks), p));
+    out.push_back(fmt::format("rank{} {}: {}", ranks.size() == 1 ? "" : "s", ranks_text(ranks), visible_line(p)));
   return out;
 }
 
@@ -186,7 +187,7 @@ std::vector<std::string> stack_lines(const std::vector<RankStack>& stacks) {
       continue;
     }
     out.push_back(fmt::format("rank {} (pid {}):", s.rank, s.pid));
-    for (const auto& l : s.lines) out.push_back("  " + l);
+    for (const auto& l : s.lines) out.push_back("  " + visible_line(l));
   }
   return out;
 }

@@ -34,7 +34,8 @@ std::vector<RankStack> dump_stacks(const std::filesystem::path& dir, const std::
 // source line when it can be read: "rank 1: time.sleep(120) at train.py:42 in stall",
 // "ranks 0, 2-3: work.wait() at distributed_c10d.py:1321 in all_reduce", "rank 4: no stack (...)".
 std::vector<std::string> stack_summary(const std::vector<RankStack>& stacks);
-// Every rank's full dump, under a "rank R (pid P):" heading each.
+// Every rank's full dump, under a "rank R (pid P):" heading each. What a worker wrote (its file
+// names, its source lines) is made visible (visible_text.hpp), in both.
 std::vector<std::string> stack_lines(const std::vector<RankStack>& stacks);
 
 }  // namespace dtrain::agent
