@@ -116,6 +116,10 @@ std::string local_snapshot(const StatusArgs& a) {
   for (const auto& run : agent::local_runs()) {
     if (!a.run_id.empty() && run.run_id != a.run_id) continue;
     auto pages = agent::read_progress(run.run_dir);
+    for (auto& p : pages) {  // a stopped or zombie rank says so on its line
+      p.pid = p.page.valid ? p.page.pid : 0;
+      p.state = agent::process_state(p.pid);
+    }
     auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(agent::kStuckAfterS));
     if (a.json) {
       std::string unseen;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/net.hpp"
 #include "failure_report.hpp"
@@ -36,9 +37,10 @@ Agent::Impl::Impl(AgentOptions o, AgentHooks h)
       router(opt.plan.spec.output, opt.output, terminal),
       gen(router, guardian, reaper, *this),
       watch(gen.board(), opt.plan.spec.output.hang_timeout_s, hooks.on_progress,
-            [this](const ProgressWatch::Hang& hang) {
-              result.hang = hang.lines;
-              apply(job::Hung{hang.reason});
+            [this](const ProgressWatch::Hang& hang) { hung(hang); },
+            [this](int rank) {
+              auto w = gen.group().running(rank);
+              return w ? w->pid : 0L;
             }),
       notice({[this](long pid) { return gen.group().output_done(pid); },
               [this](WorkerExit& w) { gen.group().stderr_of(w); }},
@@ -168,6 +170,20 @@ void Agent::Impl::execute(const job::Finish& a) {
   store.stop();             // every worker is gone; overlaps with the guardian's exit
   // a multi-node job reports once the nodes agree on the root cause, after its exit barrier (multinode.cpp)
   if (!opt.external_start) write_summary(result, opt.output.stderr_fd, opt.summary_json);
+}
+
+// A hang: the rank the job hangs on, when it is one of this node's, is its root cause (alive, exit 70).
+void Agent::Impl::hung(const ProgressWatch::Hang& hang) {
+  result.hang = hang.lines;
+  std::optional<WorkerExit> culprit = hang.culprit >= 0 ? gen.group().running(hang.culprit) : std::nullopt;
+  if (culprit) {
+    culprit->exit_code = exit_code::hang;
+    culprit->hang_state = hang.state;
+    culprit->hang = hang.blame;
+  }
+  apply(job::Hung{hang.reason, culprit});
+  // a stopped worker acts on the SIGTERM it was sent once it runs again: no grace period spent on it
+  if (culprit && hang.state.rfind('T', 0) == 0) ::kill(-static_cast<pid_t>(culprit->pid), SIGCONT);
 }
 
 void Agent::Impl::fatal(const std::exception& e) {

@@ -95,6 +95,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void execute(const job::ArmBackoff&) { backoff.start(opt.plan.spec.restart.backoff_s); }
   void execute(const job::Collect& a);
   void execute(const job::Finish& a);
+  void hung(const ProgressWatch::Hang& hang);
   void fatal(const std::exception& e);
 
   // WorkerGroup::Listener

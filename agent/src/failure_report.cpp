@@ -173,7 +173,7 @@ std::string python_interpreter(const std::vector<std::string>& command, const st
 void explain(WorkerExit& w, const std::string& interpreter) {
   if (!w.error_file.empty() && !w.error) w.error = read_error_file(w.error_file);
   // a worker killed by a signal failed on its own, whatever it had printed before
-  if (w.signal == 0 && !w.peer_failure) {
+  if (w.signal == 0 && !w.peer_failure && w.hang.empty()) {
     std::string text;
     if (w.error) text += w.error->message + "\n" + w.error->traceback + "\n";
     for (const auto& l : w.first_exception) text += l + "\n";

@@ -191,13 +191,21 @@ void JobMachine::on_runtime(Actions& out) {
   begin_stop(SIGTERM, out);
 }
 
-// No progress for hang_timeout_s: the job fails as hung (not restarted: the same hang would follow).
+// No progress: the job fails as hung (not restarted: the same hang would follow). The rank it hangs
+// on, when it is local, is the root cause, and the other nodes hear of it as a failure (they end
+// with 70 too); else this node tells them it stops.
 void JobMachine::on_hung(const job::Hung& in, Actions& out) {
   if (state_ != JobState::running || stop_.reason != StopReason::none) return;
   stop_.reason = StopReason::hang;
   stop_.text = in.what;
   out.emplace_back(job::Say{fmt::format("dtrain: {}: stopping the job", in.what)});
-  out.emplace_back(job::SelfStopped{{0, exit_code::hang, in.what}});
+  if (in.culprit) {
+    root_ = in.culprit;
+    reported_ = true;
+    out.emplace_back(job::LocalFailure{*in.culprit});
+  } else {
+    out.emplace_back(job::SelfStopped{{0, exit_code::hang, in.what}});
+  }
   begin_stop(SIGTERM, out);
 }
 

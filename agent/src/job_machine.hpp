@@ -46,7 +46,10 @@ struct RuntimeOver {};                            // max_runtime_s passed
 struct Signal { int sig = 0; int live = 0; };     // a signal to the agent
 struct Remote { Event event; };                   // an event from the other nodes (Agent::post)
 struct Fatal { std::string what; };               // the agent itself failed (exception)
-struct Hung { std::string what; };                // a worker waited hang_timeout_s in one collective
+struct Hung {                                     // no progress (output.hang_timeout_s, a stopped rank)
+  std::string what;
+  std::optional<WorkerExit> culprit{};            // the local rank the job hangs on (exit_code 70), if any
+};
 using Input = std::variant<Start, Spawned, SpawnFailed, WorkerExited, Drained, GraceOver, BackoffOver,
                            RuntimeOver, Signal, Remote, Fatal, Hung>;
 

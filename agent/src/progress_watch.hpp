@@ -1,12 +1,16 @@
 #pragma once
 // The watch over this node's ranks while they run: once a second it reads their progress pages
-// (progress_board.hpp), diagnoses them (hang.hpp: where each rank is, which ones dtrain cannot see
-// into), publishes that text (AgentHooks::on_progress: `dtrain status --rdzv` shows it), and reports
-// a rank that waited in one collective for output.hang_timeout_s as a hang. This is where a
-// diagnosis that needs more than the pages (the ranks' own stacks, who keeps the others waiting)
-// belongs. tests/agent/test_progress_watch.cpp.
+// (progress_board.hpp) and their processes' states (/proc/PID/stat), diagnoses them (hang.hpp: where
+// each rank is, which ones dtrain cannot see into, which one the others wait for), publishes that
+// text (AgentHooks::on_progress: `dtrain status --rdzv` shows it), and reports a hang: a rank that
+// waited in one collective for output.hang_timeout_s, or a rank stopped by a signal for
+// kStoppedAfterS. When the rank the others wait for is on this node, the hang names it (culprit);
+// when it is not, the report waits kBlameWaitS longer, so that the node that has it speaks first.
+// This is where a diagnosis that needs more than the pages (the ranks' own stacks, who keeps the
+// others waiting) belongs. tests/agent/test_progress_watch.cpp.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,17 +24,25 @@ class ProgressWatch {
  public:
   // A hang: why the job stops ("hang: no progress for 31 s: ... (output.hang_timeout_s 30)") and
   // where each rank of this node was.
+  // where each rank of this node was; the rank the job hangs on when this node has it (culprit -1:
+  // none), its state ("T stopped") and where it was ("never reached allreduce #95; rank 2 waits in it").
   struct Hang {
     std::string reason;
     std::vector<std::string> lines;
+    int culprit = -1;
+    std::string state, blame;
   };
   using Publish = std::function<void(const std::string& text)>;
   using Hung = std::function<void(const Hang& hang)>;
+  using PidOf = std::function<long(int rank)>;  // the live worker of a rank, 0 when none
 
-  // `hang_timeout_s` unset: no hang is reported (a rank is still called stuck after kStuckAfterS in
-  // what is published); `publish` empty: nothing is published.
-  ProgressWatch(const ProgressBoard& board, std::optional<double> hang_timeout_s, Publish publish, Hung hung)
-      : board_(board), hang_timeout_s_(hang_timeout_s), publish_(std::move(publish)), hung_(std::move(hung)) {}
+  // `hang_timeout_s` unset: only a stopped rank is a hang (a rank is still called stuck after
+  // kStuckAfterS in what is published); `publish` empty: nothing is published; `pid_of` empty: a
+  // rank's process is the one its page names.
+  ProgressWatch(const ProgressBoard& board, std::optional<double> hang_timeout_s, Publish publish, Hung hung,
+                PidOf pid_of = {})
+      : board_(board), hang_timeout_s_(hang_timeout_s), publish_(std::move(publish)), hung_(std::move(hung)),
+        pid_of_(std::move(pid_of)) {}
 
   // Throws IoError.
   void open(EventLoop& loop);
@@ -46,7 +58,9 @@ class ProgressWatch {
   std::optional<double> hang_timeout_s_;
   Publish publish_;
   Hung hung_;
+  PidOf pid_of_;
   Timer timer_;
+  std::map<int, std::int64_t> stopped_since_;  // ranks seen stopped (state T), since when
 };
 
 }  // namespace dtrain::agent

@@ -38,6 +38,7 @@ nlohmann::json exit_json(const WorkerExit& w) {
   j["error"] = error_json(w);
   j["peer_failure"] = w.peer_failure ? nlohmann::json(*w.peer_failure) : nlohmann::json(nullptr);
   j["hint"] = w.hint;
+  if (!w.hang.empty()) j["hang"] = {{"state", w.hang_state}, {"where", w.hang}};
   if (w.remote) {
     j["remote"] = true;
     j["host"] = w.host;
@@ -96,14 +97,14 @@ std::string summary_text(const AgentResult& r) {
     evidence_text(s, w);
   } else if (!r.reason.empty()) {
     s += fmt::format("dtrain: job stopped (exit status {}): {}\n", r.exit_code, r.reason);
-    if (!r.hang.empty()) {
-      s += "  where each rank of this node was:\n";
-      for (const auto& l : r.hang) s += fmt::format("    {}\n", l);
-    }
   } else {
     s += fmt::format("dtrain: job failed (exit status {})\n", r.exit_code);
   }
   if (r.root_cause && !r.reason.empty()) s += fmt::format("  then: {}\n", r.reason);
+  if (!r.hang.empty()) {
+    s += "  where each rank of this node was:\n";
+    for (const auto& l : r.hang) s += fmt::format("    {}\n", l);
+  }
   if (!r.other_failures.empty()) {
     s += "  other workers that did not exit 0:\n";
     for (const auto& w : r.other_failures)

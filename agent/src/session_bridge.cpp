@@ -34,6 +34,7 @@ std::string late_message(int code, const std::string& reason) {
 std::string failure_message(const WorkerExit& w) {
   constexpr std::size_t kLineMax = 240, kTotalMax = 2400;
   std::string out = fmt::format("local rank {}, pid {}", w.local_rank, w.pid);
+  if (!w.hang.empty()) return fmt::format("{}{}{}", out, rdzv::kHungReport, w.describe().substr(4));  // rdzv::hung_report
   if (w.peer_failure)  // rdzv::kSawPeerFail: the rendezvous and the other nodes read it
     out += *w.peer_failure >= 0 ? fmt::format(" {}rank {} fail)", rdzv::kSawPeerFail, *w.peer_failure)
                                 : fmt::format(" {}a peer fail)", rdzv::kSawPeerFail);
@@ -84,6 +85,13 @@ WorkerExit remote_exit(const rdzv::Event& e) {
   if (auto p = reported_peer_failure(e.message)) w.peer_failure = p;
   auto semi = head.find("; ");
   std::string heading = semi == std::string::npos ? "" : head.substr(semi + 2);
+  if (rdzv::hung_report(e)) {  // "hung (state T stopped): never reached ..."
+    auto colon = heading.find("): ");
+    bool state = heading.rfind("hung (state ", 0) == 0 && colon != std::string::npos;
+    w.hang_state = state ? heading.substr(12, colon - 12) : "";
+    w.hang = state ? heading.substr(colon + 3) : heading.substr(std::min(heading.size(), std::size_t(6)));
+    return w;
+  }
   if (!heading.empty() && heading.back() == ':') heading.pop_back();
   if (heading.empty() && semi == std::string::npos && local < 0) heading = head;  // not an agent's report
   if (heading.empty()) return w;
@@ -116,11 +124,14 @@ std::optional<Event> agent_event_for(const rdzv::Event& e, const std::string& en
   if (e.kind == "failure") {
     // rank -1: that node's agent itself failed before any worker ran (its command cannot be executed
     // there); a restart cannot mend that, so every node ends with its status
-    ev.kind = e.rank < 0 ? Event::Kind::abort : Event::Kind::peer_failed;
+    // a rank the job hung on: every node ends as hung (70), none restarts
+    ev.kind = e.rank < 0 || rdzv::hung_report(e) ? Event::Kind::abort : Event::Kind::peer_failed;
     ev.exit_code = e.signal != 0 ? exit_code::signal_base + e.signal : e.exit_code;
-    // its first line only: the summary shows the rest once, at the end
+    // its first line only (of a hang, all of it): the summary shows the rest once, at the end
     rdzv::Event head = e;
-    if (e.rank >= 0) head.message = e.message.substr(0, std::min(e.message.find('\n'), e.message.find("; ")));
+    if (e.rank >= 0)
+      head.message = e.message.substr(0, rdzv::hung_report(e) ? e.message.find('\n')
+                                                               : std::min(e.message.find('\n'), e.message.find("; ")));
     ev.reason = rdzv::describe_event(head);  // the root cause is named once the nodes agree
     return ev;
   }

@@ -32,6 +32,10 @@
 // the peer's own report, then ends with it, or with the first failure when none came. End carries
 // that event; the node's summary and exit status are its (multinode.cpp).
 //
+// A hang whose rank this node has (a stopped rank, or the one furthest behind) is reported as that
+// rank's failure, its message beginning with rdzv::kHungReport: every node ends with 70 (an abort,
+// never a restart) and names that rank (remote_exit fills WorkerExit::hang).
+//
 // Elastic jobs: a "lost" event is a failure that restarts the job (within the restart budget) with
 // the nodes left, and a "joined" event (a node waits for the next generation) posts
 // Event::Kind::membership; either way the AgentState(starting) -> Rejoin -> Joined path re-runs the

@@ -20,6 +20,7 @@ int WorkerExit::status() const {
 }
 
 std::string WorkerExit::describe() const {
+  if (!hang.empty()) return hang_state.empty() ? "hung: " + hang : fmt::format("hung (state {}): {}", hang_state, hang);
   if (exec_errno != 0)
     return fmt::format("could not {} ({}), exit code {}", workdir_error ? "enter the workdir" : "execute the command",
                        std::strerror(exec_errno), exit_code);

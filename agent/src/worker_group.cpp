@@ -157,6 +157,16 @@ bool WorkerGroup::finished() const {
   return true;
 }
 
+std::optional<WorkerExit> WorkerGroup::running(int rank) const {
+  for (const auto& w : workers_) {
+    if (!w->live() || w->exit.rank != rank) continue;
+    WorkerExit e = w->exit;
+    e.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w->started).count();
+    return e;
+  }
+  return std::nullopt;
+}
+
 std::vector<WorkerExit> WorkerGroup::exits() const {
   std::vector<WorkerExit> out;
   for (const auto& w : workers_) {

@@ -79,6 +79,9 @@ class WorkerGroup {
   // Process ids of the workers not reaped yet (this and retired generations).
   std::set<pid_t> live_pids() const;
   bool finished() const;  // every worker exited and its output is read (true when empty)
+  // The live worker of `rank` in this generation, as an exit record so far (rank, pid, how long it
+  // ran); nullopt when none.
+  std::optional<WorkerExit> running(int rank) const;
   std::vector<WorkerExit> exits() const;  // with the last lines of their stderr
   // The worker `pid` of this generation exited and its output is read (or it is not here).
   bool output_done(long pid) const;

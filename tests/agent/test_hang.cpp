@@ -73,6 +73,43 @@ TEST_SUITE("agent::hang") {
     CHECK(d.hung);
     CHECK(d.verdict == "no progress for 31 s: ranks 0-2 wait in allreduce #57 (4.0 MiB); rank 3 stopped calling: "
                        "its last collective, allreduce #56 (64 B), returned 32.0 s ago; rank 4 made no dtrain collective call (dtrain cannot see where it is)");
+    // the one furthest behind is the one they wait for: no call at all
+    CHECK(d.culprit == 4);
+    CHECK_FALSE(d.stopped);
+    CHECK(d.blame == "never reached allreduce #57 (it made no dtrain collective call); ranks 0-2 wait in it");
+  }
+
+  TEST_CASE("a rank stopped by a signal for kStoppedAfterS is the culprit, whatever the threshold") {
+    std::int64_t now = 100 * kS;
+    RankProgress waiter = in_call(2, pg::Op::allreduce, 95, 4000, now - 3 * kS);
+    RankProgress stopped = returned(3, pg::Op::allreduce, 94, now - 3 * kS);
+    stopped.pid = 812, stopped.state = 'T', stopped.stopped_since_ns = now - 3 * kS;
+    auto d = diagnose({waiter, stopped}, now, 30);
+    CHECK(d.hung);
+    CHECK(d.stopped);
+    CHECK(d.culprit == 3);
+    CHECK(d.blame == "never reached allreduce #95 (its last collective, allreduce #94 (64 B), returned 3.0 s ago); "
+                     "rank 2 waits in it");
+    CHECK(d.verdict.rfind("rank 3 (pid 812, state T stopped) never reached allreduce #95", 0) == 0);
+    CHECK(d.lines[1].rfind("rank 3 (pid 812, state T stopped): last collective allreduce #94", 0) == 0);
+    // seen stopped only just now: not yet
+    stopped.stopped_since_ns = now - kS;
+    CHECK_FALSE(diagnose({waiter, stopped}, now, 30).hung);
+    // stopped by a debugger (t): left alone
+    stopped.state = 't', stopped.stopped_since_ns = 0;
+    CHECK_FALSE(diagnose({waiter, stopped}, now, 30).hung);
+    // stopped in the call itself, the others in it too
+    RankProgress inside = in_call(3, pg::Op::allreduce, 95, 4000, now - 4 * kS);
+    inside.pid = 812, inside.state = 'T', inside.stopped_since_ns = now - 3 * kS;
+    auto d2 = diagnose({waiter, inside}, now, 30);
+    CHECK(d2.culprit == 3);
+    CHECK(d2.blame == "is in allreduce #95 too, making no progress; rank 2 waits in it");
+  }
+
+  TEST_CASE("process_state reads /proc: this process runs; none for a pid that is gone") {
+    CHECK(dtrain::agent::process_state(::getpid()) == 'R');
+    CHECK(dtrain::agent::process_state(0) == 0);
+    CHECK(dtrain::agent::state_text('T') == "T stopped");
   }
 
   TEST_CASE("the text a node publishes: its lines, then the verdict once stuck") {
@@ -130,7 +167,12 @@ TEST_SUITE("agent::hang") {
     auto r = dtrain::test::run({DTRAIN_BIN, "launch", job, "--summary-json", (t.path / "s.json").string()});
     INFO(r.err);
     CHECK(r.status == 70);
-    CHECK(has(r.err, "dtrain: job stopped (exit status 70): hang: no progress for "));
+    // rank 1 stopped calling: the rank the job hangs on, alive, is the root cause
+    CHECK(has(r.err, "dtrain: job failed (exit status 70)"));
+    CHECK(has(r.err, "  root cause: rank 1 (local rank 1, node 0, pid "));
+    CHECK(has(r.err, "): hung (state S sleeping): never reached allreduce #13 (its last collective, barrier #12 (0 B), "
+                     "returned "));
+    CHECK(has(r.err, "  then: hang: no progress for "));
     CHECK(has(r.err, "rank 0 waits in allreduce #13 (3.9 KiB); rank 1 stopped calling: its last collective, "
                      "barrier #12 (0 B), returned "));
     CHECK(has(r.err, "where each rank of this node was:"));

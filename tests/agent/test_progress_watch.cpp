@@ -3,12 +3,15 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "agent_test_util.hpp"
 #include "dtrain/common/progress_page.hpp"
@@ -87,7 +90,43 @@ TEST_SUITE("agent::progress_watch") {
     CHECK(w.published[0].find("\nstuck: no progress for 100 s") != std::string::npos);
   }
 
-  TEST_CASE("the timer checks (once a second) while the workers run, and only when someone reads") {
+  TEST_CASE("a rank stopped by a signal is a hang without hang_timeout_s, once seen stopped kStoppedAfterS") {
+    Watched w;
+    pid_t child = ::fork();
+    if (child == 0) {
+      ::pause();
+      _exit(0);
+    }
+    REQUIRE(::kill(child, SIGSTOP) == 0);
+    REQUIRE(agent_test::wait_until([&] { return dtrain::agent::process_state(child) == 'T'; }, 10));
+    ProgressWatch watch(w.board, std::nullopt, {}, [&](const ProgressWatch::Hang& h) { w.hangs.push_back(h); },
+                        [&](int rank) { return rank == 1 ? long(child) : 0L; });
+    pg::begin_call(*w.rank0->page, pg::Op::allreduce, 7, 4096, 100 * kS);
+    watch.check(101 * kS);  // first seen stopped
+    CHECK(w.hangs.empty());
+    watch.check(103 * kS);
+    REQUIRE(w.hangs.size() == 1);
+    CHECK(w.hangs[0].culprit == 1);
+    CHECK(w.hangs[0].state == "T stopped");
+    CHECK(w.hangs[0].blame == "never reached allreduce #7 (it made no dtrain collective call); rank 0 waits in it");
+    CHECK(w.hangs[0].reason.rfind(fmt::format("hang: rank 1 (pid {}, state T stopped) never reached", child), 0) == 0);
+    ::kill(child, SIGKILL);
+    CHECK(agent_test::wait_child(child, 10) == 137);
+  }
+
+  TEST_CASE("a wait past hang_timeout_s with no rank of this node behind waits kBlameWaitS for the node that has it") {
+    Watched w;
+    ProgressWatch watch = w.watch(30);
+    pg::begin_call(*w.rank0->page, pg::Op::allreduce, 7, 4096, 100 * kS);
+    pg::begin_call(*w.rank1->page, pg::Op::allreduce, 7, 4096, 100 * kS);
+    watch.check(131 * kS);
+    CHECK(w.hangs.empty());
+    watch.check(134 * kS);
+    REQUIRE(w.hangs.size() == 1);
+    CHECK(w.hangs[0].culprit == -1);
+  }
+
+  TEST_CASE("the timer checks (once a second) while the workers run") {
     Watched w;
     dtrain::agent::EventLoop loop;
     loop.open({});
@@ -102,12 +141,7 @@ TEST_SUITE("agent::progress_watch") {
     stop.start(0.05);
     loop.run();  // ends once the watch stopped
     CHECK(w.published.size() == 1);
-    // nobody reads: no timer at all
-    ProgressWatch quiet = w.watch(std::nullopt, /*publish=*/false);
-    quiet.open(loop);
-    quiet.running(true);
-    CHECK_FALSE(uv_loop_alive(loop.get()));
-    for (auto* x : {&watch, &quiet}) x->close();
+    watch.close();
     stop.close();
     CHECK(loop.close());
   }

@@ -28,10 +28,11 @@ for f in dtrain_comm_split dtrain_comm_init_group_from_env dtrain_send dtrain_re
   grep -q " $f@@DTRAIN_0.2\$" <<<"$syms" || { echo "FAIL: $f is not exported as $f@@DTRAIN_0.2"; echo "$syms"; exit 1; }
 done
 for f in dtrain_version_code dtrain_comm_init_config dtrain_comm_set_timeout dtrain_redop_create_premul_sum \
-         dtrain_redop_destroy dtrain_reduce dtrain_gather dtrain_scatter dtrain_alltoall dtrain_alltoallv dtrain_recv_any; do
+         dtrain_redop_destroy dtrain_reduce dtrain_gather dtrain_scatter dtrain_alltoall dtrain_alltoallv dtrain_recv_any \
+         dtrain_comm_abort; do
   grep -q " $f@@DTRAIN_0.3\$" <<<"$syms" || { echo "FAIL: $f is not exported as $f@@DTRAIN_0.3"; echo "$syms"; exit 1; }
 done
-[ "$(grep -c ' T dtrain_' <<<"$syms")" -eq 30 ] || { echo "FAIL: want 30 exported functions"; echo "$syms"; exit 1; }
+[ "$(grep -c ' T dtrain_' <<<"$syms")" -eq 31 ] || { echo "FAIL: want 31 exported functions"; echo "$syms"; exit 1; }
 # (objdump's table read whole first: `objdump | grep -q` under pipefail fails when grep exits early)
 dynsyms=$(objdump -T "$lib")
 grep -q 'DTRAIN_0.2' <<<"$dynsyms" || { echo "FAIL: no DTRAIN_0.2 version node"; exit 1; }

@@ -269,7 +269,7 @@ TEST_SUITE("collectives::init_config") {
       if (std::string(layout) == "hierarchical") s.host = [](int r) { return r % 2 == 0 ? "host-a" : "host-b"; };
       s.timeout_s = 60;
       std::atomic<bool> done{false};
-      auto errors = run_ranks(s, [&](dtrain_comm_t comm, int r) -> std::string {
+      auto errors = run_c_ranks(s, [&](dtrain_comm_t comm, int r) -> std::string {
         if (r != 0) {  // alive, never calling: rank 0's allreduce waits for them
           while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
           return "";

@@ -88,12 +88,18 @@ bool saw_peer_fail(const Event& e) {
   return std::string_view(e.message).substr(0, e.message.find('\n')).find(kSawPeerFail) != std::string_view::npos;
 }
 
+bool hung_report(const Event& e) {
+  if (e.kind != "failure" || e.rank < 0 || e.signal != 0) return false;
+  return std::string_view(e.message).substr(0, e.message.find('\n')).find(kHungReport) != std::string_view::npos;
+}
+
 std::string describe_event(const Event& e) {
   std::string where = e.host.empty() ? fmt::format("node {}", e.node) : fmt::format("node {} ({})", e.node, e.host);
   if (e.kind == "lost") return fmt::format("{} lost: {}", where, e.message);
   if (e.kind == "stopped") return fmt::format("{} {}", where, e.message.empty() ? "stopped" : e.message);
   std::string how = e.signal != 0 ? fmt::format("was killed by signal {}", e.signal)
-                                  : fmt::format("exited with code {}", e.exit_code);
+                    : hung_report(e) ? std::string("hung")
+                                     : fmt::format("exited with code {}", e.exit_code);
   std::string who = e.rank >= 0 ? fmt::format("rank {} {}", e.rank, how) : how;
   return e.message.empty() ? fmt::format("{}: {}", where, who) : fmt::format("{}: {}: {}", where, who, e.message);
 }

@@ -20,10 +20,24 @@ namespace dtrain::agent {
 struct RankProgress {
   int rank = -1;
   progress::Snapshot page;
+  long pid = 0;                       // its process (the page's writer, else the worker): 0 unknown
+  char state = 0;                     // its /proc state (R, S, D, T, t, Z, ...): 0 unknown
+  std::int64_t stopped_since_ns = 0;  // state T since (as first seen; the pages' clock): 0 not stopped
 };
 
 // A rank in one call this long is called stuck when the job sets no output.hang_timeout_s.
 inline constexpr double kStuckAfterS = 10;
+// A rank stopped by a signal (state T) this long makes no progress: the job hangs on it, whether or
+// not output.hang_timeout_s is set (a debugger's stop, state t, is left alone).
+inline constexpr double kStoppedAfterS = 2;
+// A node whose own ranks all wait (none of its ranks is the one they wait for) reports the hang this
+// much after the threshold: the node that has the rank to blame reports it first.
+inline constexpr double kBlameWaitS = 3;
+
+// The state letter of a process from /proc/PID/stat; 0 when it is gone or unreadable.
+char process_state(long pid);
+// "T (stopped)", "S (sleeping)", ...
+std::string state_text(char state);
 
 struct Diagnosis {
   bool hung = false;               // a rank has been in one call for at least the threshold
@@ -32,6 +46,12 @@ struct Diagnosis {
   // Ranks dtrain cannot see into: no dtrain collective call yet (what they do through gloo, NCCL or
   // anything else is invisible to it: busy, idle or stuck, it cannot tell).
   std::vector<int> unseen;
+  // The rank the others wait for, when this node has it: stopped (state T for kStoppedAfterS), or,
+  // once the threshold passed, the rank furthest behind the call the longest waiters are in; -1 none.
+  int culprit = -1;
+  bool stopped = false;   // the culprit is stopped by a signal: a hang whatever the threshold
+  std::string blame;      // "rank 3 (pid 812, state T (stopped)) never reached allreduce #95; rank 2 waits in it"
+  double waited_s = 0;    // the longest wait in one call
 };
 
 // "ranks 0-3: dtrain cannot see into them: ..." ("" when every rank made a dtrain collective call).

@@ -34,13 +34,18 @@ struct WorkerExit {
   std::optional<ErrorReport> error;      // what was written there
   std::optional<int> peer_failure;       // its collectives saw this rank fail (-1: a peer not named)
   std::string hint;                      // advice for the summary (the interpreter of a ModuleNotFoundError)
+  // The rank the job hung on (it was alive then; exit_code is 70): its process state ("T stopped")
+  // and where it was against the others ("never reached allreduce #95; rank 2 waits in it").
+  std::string hang_state, hang;
   // A root cause on another node (multi-node): its host, and its failure as that node reported it
   // (a heading line, then the lines of its error file, first exception or stderr tail).
   bool remote = false;
   std::string host;
   std::vector<std::string> report;
   int status() const;       // exit code, 128+signal, 127/126 on exec failure
-  std::string describe() const;  // "exit code 3" / "killed by SIGSEGV (11)" / "could not execute the command (...)"
+  // "exit code 3" / "killed by SIGSEGV (11)" / "could not execute the command (...)" /
+  // "hung (state T stopped): never reached allreduce #95; rank 2 waits in it"
+  std::string describe() const;
 };
 
 // "SIGSEGV" (or "signal 99" for a number without a name).

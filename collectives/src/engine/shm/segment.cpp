@@ -3,7 +3,6 @@
 #include "segment.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -17,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "../../wait.hpp"
+#include "liveness.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/shm_names.hpp"
 #include "dtrain/common/system.hpp"
@@ -131,12 +131,22 @@ void Segment::map(const SegmentOptions& o, int fd, Clock::time_point deadline, c
   const int n = local_size();
   base_ = ::mmap(nullptr, layout_.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_err = errno;
-  ::close(fd);
   if (base_ == MAP_FAILED) {
     base_ = nullptr;
+    ::close(fd);
     if (me_ == 0) ::shm_unlink(name_.c_str());
     sys_fail(fmt::format("mmap {} ({} bytes)", name_, layout_.bytes), map_err);
   }
+  try {
+    liveness::hold(fd, me_, this);  // before this rank counts as mapped: peers may ask from then on
+  } catch (...) {
+    ::close(fd);
+    ::munmap(base_, layout_.bytes);
+    base_ = nullptr;
+    if (me_ == 0) ::shm_unlink(name_.c_str());
+    throw;
+  }
+  fd_ = fd;
   hdr_ = static_cast<Header*>(base_);
   ctl_ = reinterpret_cast<RankCtl*>(at(layout_.ctl_offset));
   if (me_ == 0) {
@@ -149,8 +159,7 @@ void Segment::map(const SegmentOptions& o, int fd, Clock::time_point deadline, c
     o.store->set(name_key, rdzv::as_bytes(name_));
   } else if (hdr_->magic.load(std::memory_order_acquire) != kMagic ||
              hdr_->local_size != static_cast<std::uint32_t>(n) || hdr_->total_bytes != layout_.bytes) {
-    ::munmap(base_, layout_.bytes);
-    base_ = nullptr;
+    unmap();
     throw CollError(DTRAIN_ERR_CONFIG,
                     fmt::format("shared-memory segment {} does not match this rank's view ({} local ranks, slot "
                                 "{} bytes): do all local ranks use the same LOCAL_WORLD_SIZE, "
@@ -167,8 +176,7 @@ void Segment::map(const SegmentOptions& o, int fd, Clock::time_point deadline, c
       std::string missing;
       for (int j = 0; j < n; ++j)
         if (ctl_[j].pid.load() == 0) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", granks_[j]);
-      ::munmap(base_, layout_.bytes);
-      base_ = nullptr;
+      unmap();
       throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("shared-memory setup: ranks [{}] did not attach within {}",
                                                       missing, seconds_text(timeout_)));
     }
@@ -180,12 +188,19 @@ void Segment::map(const SegmentOptions& o, int fd, Clock::time_point deadline, c
 Segment::~Segment() {
   if (base_ == nullptr) return;
   if (hdr_->mapped.load() < static_cast<std::uint32_t>(local_size())) ::shm_unlink(name_.c_str());
+  unmap();
+}
+
+void Segment::unmap() noexcept {
   ::munmap(base_, layout_.bytes);
+  base_ = nullptr;
+  liveness::release(fd_, this);
+  fd_ = -1;
 }
 
 bool Segment::alive(int rank) const {
-  const std::int32_t pid = ctl_[rank].pid.load();
-  return pid <= 0 || pid == static_cast<std::int32_t>(::getpid()) || ::kill(pid, 0) == 0 || errno != ESRCH;
+  // pid 0: not mapped yet (the setup's own wait bounds that).
+  return rank == me_ || ctl_[rank].pid.load() == 0 || liveness::held(fd_, rank);
 }
 
 void Segment::wake_collectives() const {

@@ -13,7 +13,8 @@
 //   data         per local rank 2 x slot_bytes in three rotating buffers (slots.hpp)
 //   rings        one point-to-point ring per ordered pair of local ranks (rings.hpp)
 // The segment also says whether a local rank's process is still there (alive()): every rank holds
-// a lock on its own byte of the segment's file for as long as it has the segment open.
+// a lock on its own byte of the segment's file for as long as it has the segment open
+// (liveness.hpp), which the kernel drops when the process exits, whatever its PID namespace.
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -64,7 +65,7 @@ struct alignas(64) RankCtl {
   std::atomic<std::uint32_t> kind;   // its OpKind
   std::atomic<std::uint32_t> busy;   // 1 while inside the call
   std::atomic<std::uint32_t> state;  // 1: destroyed its communicator
-  std::atomic<std::int32_t> pid;     // in its own PID namespace; 0 until it mapped the segment
+  std::atomic<std::int32_t> pid;     // in its own PID namespace (messages only); 0 until it mapped the segment
   // Point-to-point line: the doorbell peers ring when they change one of this rank's rings (a
   // message or free space for it), the futex word it sleeps on; and what it is doing, for messages.
   alignas(64) std::atomic<std::uint32_t> bell;
@@ -158,6 +159,8 @@ class Segment {
   int create(const SegmentOptions& o);
   void map(const SegmentOptions& o, int fd, Clock::time_point deadline, const std::string& name_key);
   std::uint8_t* at(std::size_t offset) const { return static_cast<std::uint8_t*>(base_) + offset; }
+  // Unmaps the segment and closes fd_, dropping this rank's liveness lock.
+  void unmap() noexcept;
 
   int me_;
   Layout layout_;

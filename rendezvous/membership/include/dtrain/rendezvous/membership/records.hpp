@@ -53,8 +53,13 @@ struct Event {
 inline constexpr std::string_view kSawPeerFail = "(its collectives saw ";
 // A worker failure (not killed by a signal) whose report's first line says so.
 bool saw_peer_fail(const Event& e);
+// How an agent's failure report begins when the job hung on that (live) rank
+// ("local rank 1, pid 812; hung (state T stopped): never reached allreduce #95; rank 2 waits in it").
+inline constexpr std::string_view kHungReport = "; hung";
+bool hung_report(const Event& e);
 
-// "node 1 (h1): rank 5 exited with code 3: <message>", "node 2 (h2) lost: <message>",
+// "node 1 (h1): rank 5 exited with code 3: <message>", "node 1 (h1): rank 3 hung: <message>",
+// "node 2 (h2) lost: <message>",
 // "node 1 (h1) interrupted (SIGINT)" (a "stopped" event: where, then its message)
 std::string describe_event(const Event& e);
 
