@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <iterator>
+#include <random>
 #include <string>
 
 #include "dtrain/agent/result.hpp"
@@ -49,6 +51,7 @@ TEST_SUITE("agent::visible_text") {
     CHECK(visible_line("cut \xc3") == "cut M-C");               // a character cut short
     CHECK(visible_line("\xed\xa0\x80") == "M-mM- M-^@");         // a surrogate
     CHECK(visible_line("\xc0\xaf") == "M-@M-/");                 // overlong '/'
+    CHECK(visible_line("\xf9\x82\xb8") == "M-yM-^BM-8");          // no lead byte past U+10FFFF
   }
 
   TEST_CASE("a long line is cut at a character, saying how many bytes were cut") {
@@ -57,6 +60,34 @@ TEST_SUITE("agent::visible_text") {
     CHECK(visible_line("\xc3\xa9\xc3\xa9\xc3\xa9", 3) == "\xc3\xa9\xc3\xa9 [... 2 more bytes cut]");
     CHECK(visible_line("\x1b\x1b\x1b", 3) == "^[^[ [... 1 more bytes cut]");
     CHECK(visible_line(std::string(kVisibleLineMax, 'y')) == std::string(kVisibleLineMax, 'y'));
+  }
+
+  TEST_CASE("any bytes: the result is terminal-safe UTF-8, bounded, and shown again unchanged") {
+    std::mt19937 rng(2026);  // fixed: a failure reproduces
+    const std::string pieces[] = {"\x1b[", "\r", "\xc3\xa9", "\xe2\x86\x92", "\xf0\x9f\x94\xa5", "\xc2\x9b", "\xed\xa0\x80",
+                                  "\xf4\x90\x80\x80", "\xc0\xaf", "\x7f", "\t", "ok "};
+    for (int round = 0; round < 20000; ++round) {
+      std::string in;
+      const int n = static_cast<int>(rng() % 40);
+      for (int i = 0; i < n; ++i)
+        in += rng() % 2 == 0 ? pieces[rng() % std::size(pieces)] : std::string(1, static_cast<char>(rng() % 256));
+      const std::size_t max = 1 + rng() % 64;
+      const std::string out = visible_line(in, max);
+      CAPTURE(in);
+      REQUIRE(terminal_safe(out));
+      REQUIRE(out.find('\n') == std::string::npos);
+      const std::size_t cut = out.find(" [... ");
+      REQUIRE(out.substr(0, cut).size() < max + 8);  // a character or an escape may pass the limit
+      if (cut == std::string::npos) REQUIRE(visible_line(out, out.size() + 1) == out);
+    }
+  }
+
+  TEST_CASE("cut_line: at a character, with the mark; visible_line counts an earlier cut in its own") {
+    CHECK(cut_line("short", 5) == "short");
+    CHECK(cut_line("abcdef", 4) == "abcd [... 2 more bytes cut]");
+    CHECK(cut_line("ab\xc3\xa9\xc3\xa9", 3) == "ab [... 4 more bytes cut]");
+    CHECK(visible_line(cut_line(std::string(100, 'z'), 50)) == std::string(50, 'z') + " [... 50 more bytes cut]");
+    CHECK(visible_line(cut_line(std::string(100, 'z'), 50), 10) == std::string(10, 'z') + " [... 90 more bytes cut]");
   }
 
   TEST_CASE("visible_lines keeps the newlines between lines") {

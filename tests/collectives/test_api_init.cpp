@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -313,6 +314,34 @@ TEST_SUITE("collectives::init_config") {
       base->set("coll/instance/0", dtrain::rdzv::as_bytes("junk"));
       CHECK(refused(0).find("coll/instance/0") != std::string::npos);
     }
+  }
+
+  TEST_CASE("a junk local rank under the hierarchical engine's keys is a peer error, not a wrong leader set") {
+    // rank 2's local rank reaches the store as "junk" (a set that rewrites it: rank 2 itself writes it)
+    CStore inner(dtrain::rdzv::make_memory_store());
+    dtrain_store_t tampered = inner.c;
+    tampered.set = [](void* ctx, const char* key, const void* value, size_t len, dtrain_store_error_fn error,
+                      void* ectx) {
+      const bool junk = std::string_view(key).ends_with("/lr/2");
+      return static_cast<CStore*>(ctx)->c.set(ctx, key, junk ? "junk" : value, junk ? 4 : len, error, ectx);
+    };
+    auto errors = dtrain::coll::test::on_threads(3, [&](int r) -> std::string {
+      dtrain_config_t c = DTRAIN_CONFIG_INITIALIZER;
+      c.rank = r;
+      c.size = 3;
+      c.store = &tampered;
+      c.host = r < 2 ? "host-a" : "host-b";
+      c.advertise = "127.0.0.1";
+      c.timeout_s = 60;
+      dtrain_comm_t comm = nullptr;
+      const dtrain_status_t st = dtrain_comm_init_config(&c, &comm);
+      if (st == DTRAIN_SUCCESS) dtrain_comm_destroy(comm);
+      const std::string m = st == DTRAIN_SUCCESS ? "" : dtrain_last_error();
+      if (st != DTRAIN_ERR_PEER || m.find("lr/2' holds \"junk\" (4 bytes), not rank 2's local rank") == std::string::npos)
+        return fmt::format("status {}: {}", static_cast<int>(st), m);
+      return "";
+    });
+    no_errors(errors);
   }
 
   TEST_CASE("set_timeout: a shorter deadline, then the initial one restored") {
