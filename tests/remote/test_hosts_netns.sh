@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One `dtrain launch -H` (or --hostfile) for 3 hosts in network namespaces (tests/multinode/netns.sh), the hosts
+# One `dtrain launch -H` (or --hostfile) for 3 hosts in network namespaces (../multinode/netns.sh), the hosts
 # reached through a launch agent: AGENT=ssh, Debian's sshd in each host (keys made here) with the
 # head on host 0 and -H; AGENT=netns, `ip netns exec` with the head outside the hosts and a hostfile. Cases: the job runs
 # and every host's output comes back tagged; the token is in no command line or agent's
