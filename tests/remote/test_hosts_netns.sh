@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One `dtrain launch -H` (or --hostfile) for 3 hosts in network namespaces (multinode/netns.sh),
-# the hosts reached through a launch agent: AGENT=ssh, Debian's sshd in each host (keys made here) with the
-# head on host 0 and -H; AGENT=netns, `ip netns exec` with the head outside the hosts and a hostfile. Cases: the job runs
-# and every host's output comes back tagged; the token is in no command line or agent's
-# environment; a worker's failure is the head's exit status; Ctrl-C at the head, the cut of a host
-# and the head's death each leave no dtrain or worker process on any host.
+# the hosts reached through a launch agent: AGENT=ssh, Debian's sshd in each host (keys made here)
+# with the head on host 0 and -H; AGENT=netns, `ip netns exec` with the head outside the hosts and
+# a hostfile. Cases: the job runs and every host's output comes back tagged; the token is in no
+# command line or agent's environment; a worker's failure is the head's exit status; Ctrl-C at the
+# head, the cut of a host and the head's death each leave no dtrain or worker process on any host.
 # Exit 77 (skipped, reason printed) where namespaces (or, for ssh, sshd) are not there.
 #
 #   test_hosts_netns.sh DTRAIN_BIN NETNS_SH ssh|netns
