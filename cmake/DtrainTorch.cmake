@@ -9,10 +9,10 @@
 # CUDA: where torch has it (its CMake package found c10_cuda), CUDA tensors go to dtrain's NCCL path
 # (cuda_device.cpp, compiled with the CUDA toolkit's headers); elsewhere no_device.cpp.
 #
-# DTRAIN_TORCH says whether it is built; otherwise DTRAIN_TORCH_SKIP_REASON says why (one status line),
-# and the tests of tests/torch are reported as skipped with that reason. DTRAIN_TORCH_CUDA says
-# whether the CUDA part is built. Sanitizer builds skip it: neither the interpreter nor libtorch is
-# instrumented.
+# DTRAIN_TORCH says whether it is built (DTRAIN_TORCH_VERSION: the torch it is built against);
+# otherwise DTRAIN_TORCH_SKIP_REASON says why (one status line), and the tests of tests/torch are
+# reported as skipped with that reason. DTRAIN_TORCH_CUDA says whether the CUDA part is built.
+# Sanitizer builds skip it: neither the interpreter nor libtorch is instrumented.
 set(DTRAIN_TORCH OFF)
 set(DTRAIN_TORCH_CUDA OFF)
 set(DTRAIN_TORCH_SKIP_REASON "")
@@ -24,6 +24,7 @@ else()
   execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch, torch.distributed; print(torch.__version__)"
                   RESULT_VARIABLE _dtrain_torch_py OUTPUT_VARIABLE _dtrain_torch_py_version
                   OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  set(DTRAIN_TORCH_VERSION "${_dtrain_torch_py_version}")  # e.g. 1.13.0a0+git..., 2.6.0
   find_package(Python3 COMPONENTS Interpreter Development.Module QUIET)
   find_package(Torch CONFIG QUIET)
   if(TORCH_FOUND)

@@ -149,8 +149,10 @@ in_tree() {
 labels='^(torch|python)$'
 # Not run here, and why: torchrun itself cannot start on Debian 13's torch 2.6. Its rendezvous
 # stores (c10d and static) make a TCPStore with libuv whatever USE_LIBUV says, and this torch has no
-# libuv. The release stage runs it on torch 1.13.
-not_here='^test_torch_torchrun2$'
+# libuv. The release stage runs it on torch 1.13. The tree has no CUDA toolkit for
+# test_torch_cuda_syntax: this script checks the backend's CUDA part against the tree's torch 2.6
+# headers and this machine's CUDA toolkit instead, after the tree's tests (cuda_syntax_here).
+not_here='^(test_torch_torchrun2|test_torch_cuda_syntax)$'
 targets=(dtrain dtrain-shim dtrain_collectives dtrain_python dtrain_torch_backend dtrain-demo-worker
          dtrain-pipeline-example coll_bench test_failure_summary test_cli_torchrun test_examples_sgd_equivalence)
 
@@ -213,6 +215,16 @@ test_in_tree() {
     die "tests were skipped in the tree (each must run on torch 2.x: a skip fails this stage); see $log"
   fi
   [ "$rc" -eq 0 ] || die "tests failed in the tree (ctest's exit status $rc); see $log"
+  cuda_syntax_here
+}
+
+# The backend's CUDA part against the tree's torch 2.6 headers, compiled here with this machine's
+# compiler and CUDA toolkit (tests/torch/cuda_syntax.sh). Without a CUDA toolkit here it says so and
+# the stage goes on: the release stage's test_torch_cuda_syntax reports the same skip.
+cuda_syntax_here() {
+  local cuda=${CUDA_HOME:-/usr/local/cuda}/include rc=0
+  bash "$root/tests/torch/cuda_syntax.sh" "${CXX:-c++}" "$cuda" "$root" "$tree/usr/include" || rc=$?
+  [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || die "the backend's CUDA part does not compile against torch 2.6's headers"
 }
 
 case "${1:-}" in

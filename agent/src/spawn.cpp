@@ -124,7 +124,7 @@ DTRAIN_CHILD_CODE int child_main(void* arg) {
   const unsigned long dfl[4] = {};  // the kernel's struct sigaction, all zero: SIG_DFL, no flags, no mask
   for (long s = 1; s < 32; ++s)     // the real-time signals belong to libc
     if (s != SIGKILL && s != SIGSTOP) sys(SYS_rt_sigaction, s, dfl, nullptr, kKernelSigsetBytes);
-  if (long e = sys(SYS_setsid); e < 0) fail(status_fd, SpawnStep::setup, e);
+  if (long e = c.r.own_session ? sys(SYS_setsid) : sys(SYS_setpgid, 0, 0); e < 0) fail(status_fd, SpawnStep::setup, e);
   if (c.r.die_with_parent) {
     if (long e = sys(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL); e < 0) fail(status_fd, SpawnStep::setup, e);
     if (sys(SYS_getppid) != c.parent) sys(SYS_exit_group, DTRAIN_EXIT_SIGNAL_BASE + SIGKILL);  // it died first

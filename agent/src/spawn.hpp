@@ -3,7 +3,7 @@
 // exec'd (a close-on-exec pipe), so workers started one after another waited for each other's exec
 // in series; here the parent resumes as soon as the child has started its exec (CLONE_VFORK: the
 // kernel has taken the new program, which then loads on its own), and the children's programs load
-// side by side. The child, in raw system calls: its own session and process group, stdio, signals
+// side by side. The child, in raw system calls: its own process group (and session), stdio, signals
 // back to their defaults and unblocked, the working folder, optionally PR_SET_PDEATHSIG(SIGKILL)
 // (and, when the parent is already gone, no exec at all), then the exec, found as execvp finds it
 // along the PATH of its own environment. A child that fails writes one SpawnFailure record to
@@ -32,6 +32,10 @@ struct SpawnRequest {
   int stdio[3] = {-1, -1, -1};   // what becomes fd 0, 1, 2; -1: /dev/null
   int status_fd = -1;            // where a SpawnFailure goes (-1: nowhere)
   bool die_with_parent = false;  // PR_SET_PDEATHSIG(SIGKILL), checked against the parent's pid
+  // true: a session of its own (setsid), away from the parent's terminal and its signals; false: a
+  // process group of its own in the parent's session (setpgid), hence in the parent's scheduler
+  // autogroup, as a shell's job or torchrun's worker is. Either way the group is the child's pid.
+  bool own_session = true;
 };
 
 // Starts the child and returns its pid; -1 with errno set when it cannot be made.

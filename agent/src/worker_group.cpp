@@ -93,6 +93,9 @@ void WorkerGroup::spawn(const config::RankInfo& r, const EnvMap& env,
   req.stdio[2] = err.fd[1];
   req.status_fd = status_wr_;
   req.die_with_parent = true;
+  // The agent's session: a session of its own put each worker in a scheduler autogroup of its own
+  // (kernel.sched_autogroup_enabled), which lengthened every collective's wake-ups (bench/launch/steps.sh).
+  req.own_session = false;
   w->started = Clock::now();
   pid_t pid = spawn_process(req);
   if (pid < 0) throw_os_error(errno, fmt::format("cannot start rank {}: fork", r.rank));
@@ -122,7 +125,7 @@ void WorkerGroup::open_pipes(Worker& w, int out_fd, int err_fd) {
 namespace {
 
 // To the worker's process group; a worker that has not made its group yet (just forked: it calls
-// setsid before it unblocks signals and execs) gets it itself and dies of it before its exec.
+// setpgid or setsid before it unblocks signals and execs) gets it itself and dies of it before its exec.
 void signal_worker(long pid, int sig) {
   if (::kill(-static_cast<pid_t>(pid), sig) != 0 && errno == ESRCH) ::kill(static_cast<pid_t>(pid), sig);
 }

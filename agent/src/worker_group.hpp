@@ -1,9 +1,9 @@
 #pragma once
 // The local workers of one generation: started side by side without waiting for their execs
-// (spawn.hpp), each in its own session and process group, signalled as groups, reaped (reaper.hpp)
-// with the exec error a child that could not exec reports on the status pipe, and read until both
-// pipes close (or, when a process that escaped the group keeps them open, until a short drain
-// period after the last exit).
+// (spawn.hpp), each in a process group of its own in the agent's session, signalled as groups,
+// reaped (reaper.hpp) with the exec error a child that could not exec reports on the status pipe,
+// and read until both pipes close (or, when a process that escaped the group keeps them open, until
+// a short drain period after the last exit).
 #include <uv.h>
 
 #include <chrono>

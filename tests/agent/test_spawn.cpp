@@ -34,7 +34,8 @@ struct Spawned {
 };
 
 // `file` run with `argv`, env `env`, stdout into a pipe.
-Spawned run(const char* file, std::vector<std::string> argv, std::vector<std::string> env, const char* cwd = nullptr) {
+Spawned run(const char* file, std::vector<std::string> argv, std::vector<std::string> env, const char* cwd = nullptr,
+            bool own_session = true) {
   int out[2], status[2];
   REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
   REQUIRE(::pipe2(status, O_CLOEXEC) == 0);
@@ -50,6 +51,7 @@ Spawned run(const char* file, std::vector<std::string> argv, std::vector<std::st
   r.cwd = cwd;
   r.stdio[1] = out[1];
   r.status_fd = status[1];
+  r.own_session = own_session;
   Spawned s;
   s.pid = spawn_process(r);
   ::close(out[1]);
@@ -66,8 +68,8 @@ Spawned run(const char* file, std::vector<std::string> argv, std::vector<std::st
 }
 
 Spawned run_sh(const std::string& script, std::vector<std::string> env, const char* cwd = nullptr,
-               const char* file = "/bin/sh") {
-  return run(file, {file, "-c", script}, std::move(env), cwd);
+               const char* file = "/bin/sh", bool own_session = true) {
+  return run(file, {file, "-c", script}, std::move(env), cwd, own_session);
 }
 
 }  // namespace
@@ -85,6 +87,15 @@ TEST_SUITE("agent::spawn") {
     CHECK(lines[1] == "from-env");
     CHECK(fs::equivalent(lines[2], t.path));
     CHECK(lines[3] == std::to_string(s.pid) + " " + std::to_string(s.pid));  // pgrp, session
+    CHECK(s.failures.empty());
+  }
+
+  TEST_CASE("without own_session: a process group of its own in the parent's session") {
+    auto s = run_sh("read a b c d e f rest < /proc/$$/stat; echo $e $f", {"PATH=/usr/bin:/bin"}, nullptr, "/bin/sh",
+                    false);
+    REQUIRE(WIFEXITED(s.status));
+    CHECK(WEXITSTATUS(s.status) == 0);
+    CHECK(s.out == std::to_string(s.pid) + " " + std::to_string(::getsid(0)) + "\n");  // pgrp, session
     CHECK(s.failures.empty());
   }
 
