@@ -1,6 +1,9 @@
 // A worker's bytes made safe to print (visible_text.hpp).
 #include "visible_text.hpp"
 
+#include <algorithm>
+#include <charconv>
+
 #include <fmt/format.h>
 
 namespace dtrain::agent {
@@ -38,19 +41,41 @@ void caret(std::string& out, unsigned char c) {
   }
 }
 
+constexpr std::string_view kCutOpen = " [... ", kCutClose = " more bytes cut]";
+
+std::string cut_text(std::size_t bytes) { return fmt::format("{}{}{}", kCutOpen, bytes, kCutClose); }
+
+// The bytes an earlier cut left out, by the mark at the end of text (then taken off text), or 0.
+std::size_t earlier_cut(std::string_view& text) {
+  if (!text.ends_with(kCutClose)) return 0;
+  const std::size_t at = text.rfind(kCutOpen);
+  if (at == std::string_view::npos) return 0;
+  const std::string_view digits = text.substr(at + kCutOpen.size(), text.size() - kCutClose.size() - at - kCutOpen.size());
+  std::size_t n = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return 0;
+  text = text.substr(0, at);
+  return n;
+}
+
 }  // namespace
 
+std::string cut_line(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t keep = max_bytes;
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xc0) == 0x80) --keep;  // not inside a character
+  return std::string(text.substr(0, keep)) + cut_text(text.size() - keep);
+}
+
 std::string visible_line(std::string_view text, std::size_t max_bytes) {
+  const std::size_t cut_before = earlier_cut(text);
   std::string out;
   out.reserve(std::min(text.size(), max_bytes) + 16);
   std::size_t i = 0;
   while (i < text.size() && out.size() < max_bytes) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
+    if ((c >= 0x20 && c < 0x7f) || c == '\t') {
       out += static_cast<char>(c);
-      ++i;
-    } else if (c == '\t') {
-      out += '\t';
       ++i;
     } else if (std::size_t n = c >= 0x80 ? utf8_length(text, i) : 0; n > 0) {
       // U+0080..U+009F (C2 80..C2 9F) are C1 controls: a terminal may take U+009B for ESC [
@@ -62,7 +87,7 @@ std::string visible_line(std::string_view text, std::size_t max_bytes) {
       ++i;
     }
   }
-  if (i < text.size()) out += fmt::format(" [... {} more bytes cut]", text.size() - i);
+  if (i < text.size() || cut_before > 0) out += cut_text(text.size() - i + cut_before);
   return out;
 }
 

@@ -12,8 +12,14 @@ namespace dtrain::agent {
 inline constexpr std::size_t kVisibleLineMax = 2000;  // bytes of a line's text shown before it is cut
 
 // One line made visible: no byte of the result is a control byte (tab kept), and it is valid UTF-8.
-// The input's newlines are controls too (^J): split text into lines first.
+// The input's newlines are controls too (^J): split text into lines first. A mark of cut_line() at
+// its end is kept in the count of bytes cut.
 std::string visible_line(std::string_view text, std::size_t max_bytes = kVisibleLineMax);
+
+// The first max_bytes of a line (fewer, not to split a UTF-8 character), with the mark visible_line
+// writes (" [... N more bytes cut]"); a shorter line as it is. visible_line() of a line so cut
+// counts the bytes cut here in its own mark.
+std::string cut_line(std::string_view text, std::size_t max_bytes);
 
 // Each line of a text made visible, joined again with newlines.
 std::string visible_lines(std::string_view text, std::size_t max_bytes = kVisibleLineMax);

@@ -82,6 +82,14 @@ TEST_SUITE("agent::visible_text") {
     }
   }
 
+  TEST_CASE("cut_line: at a character, with the mark; visible_line counts an earlier cut in its own") {
+    CHECK(cut_line("short", 5) == "short");
+    CHECK(cut_line("abcdef", 4) == "abcd [... 2 more bytes cut]");
+    CHECK(cut_line("ab\xc3\xa9\xc3\xa9", 3) == "ab [... 4 more bytes cut]");
+    CHECK(visible_line(cut_line(std::string(100, 'z'), 50)) == std::string(50, 'z') + " [... 50 more bytes cut]");
+    CHECK(visible_line(cut_line(std::string(100, 'z'), 50), 10) == std::string(10, 'z') + " [... 90 more bytes cut]");
+  }
+
   TEST_CASE("visible_lines keeps the newlines between lines") {
     CHECK(visible_lines("one\r\ntwo\x1b[K\n") == "one^M\ntwo^[[K\n");
   }
