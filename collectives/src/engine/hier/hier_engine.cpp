@@ -42,7 +42,10 @@ void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
 
 void Engine::barrier(const OpDesc& d) {
   if (host_) host_->barrier(d);
-  if (leaders_) leaders_->barrier(d);
+  if (leaders_) {
+    leaders_->barrier(d);
+    all_.confirm(d);
+  }
   if (host_) host_->barrier(d);
 }
 
@@ -52,7 +55,10 @@ void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
   local.dtype = w.dtype;
   local.op = d.op == DTRAIN_AVG ? DTRAIN_SUM : d.op;
   if (host_) host_->allreduce(local, w.buf, w.buf);
-  if (leaders_) leaders_->allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? size_ : 1);
+  if (leaders_) {
+    leaders_->allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? size_ : 1);
+    all_.confirm(d);
+  }
   OpDesc back = d;
   back.kind = OpKind::broadcast;
   back.root = 0;  // the host's leader (d may be a reduce to another root)
