@@ -74,11 +74,19 @@ std::string exception_line(const WorkerExit& w) {
 
 void FirstException::line(std::string_view text) {
   if (state_ == State::done) return;
+  static constexpr std::string_view kHeader = "Traceback (most recent call last):";
   if (state_ == State::waiting) {
     // a tagged or prefixed line still counts ("[rank 1] Traceback ..."): find the header anywhere
-    if (text.find("Traceback (most recent call last):") == std::string_view::npos) return;
+    if (text.find(kHeader) == std::string_view::npos) return;
     state_ = State::in_block;
     head_.emplace_back(text);
+    return;
+  }
+  // A header inside the block is no exception line: the block goes on to the real one. Headers
+  // before any frame (printed again and again) are counted, not kept.
+  const bool header = text.ends_with(kHeader);
+  if (header && head_.size() == 1 && tail_.empty()) {
+    ++repeated_headers_;
     return;
   }
   if (head_.size() < kHead) head_.emplace_back(text);
@@ -89,11 +97,13 @@ void FirstException::line(std::string_view text) {
       ++skipped_;
     }
   }
-  if (!indented(text) && !text.empty()) state_ = State::done;  // the exception line
+  if (!header && !indented(text) && !text.empty()) state_ = State::done;  // the exception line
 }
 
 std::vector<std::string> FirstException::lines() const {
   std::vector<std::string> out = head_;
+  if (repeated_headers_ > 0)
+    out.insert(out.begin() + 1, fmt::format("... ({} more \"Traceback\" header lines left out)", repeated_headers_));
   if (skipped_ > 0) out.push_back(fmt::format("... ({} lines left out)", skipped_));
   out.insert(out.end(), tail_.begin(), tail_.end());
   return out;

@@ -15,8 +15,9 @@
 namespace dtrain::agent {
 
 // Catches the first "Traceback (most recent call last):" block of a stream of lines, through its
-// exception line (the first line after it that is not indented). Bounded: a long traceback keeps
-// its head and its tail with the number of lines left out between them.
+// exception line (the first line after it that is neither indented nor another header). Bounded: a
+// long traceback keeps its head and its tail with the number of lines left out between them, and
+// headers repeated before the first frame are only counted.
 class FirstException {
  public:
   static constexpr std::size_t kHead = 12, kTail = 28;
@@ -30,6 +31,7 @@ class FirstException {
   State state_ = State::waiting;
   std::vector<std::string> head_, tail_;
   std::size_t skipped_ = 0;
+  std::size_t repeated_headers_ = 0;
 };
 
 // torch.distributed.elastic's error file: {"message": {"message": "ValueError: ...", "extraInfo":

@@ -18,7 +18,9 @@ void JoinLine::show(const rdzv::JoinProgress& p) {
     shown_ = true;
     return;
   }
-  std::string key = p.reachable ? fmt::format("{}/{} {}", p.joined, p.instances, p.missing) : "unreachable";
+  std::string key = p.reachable ? fmt::format("{}/{} {}", p.joined, p.instances, p.missing)
+                    : p.why.find(rdzv::kDoesNotResolve) != std::string::npos ? "unresolved"
+                                                                               : "unreachable";
   if (key == last_ && p.elapsed - last_at_ < kRepeat) return;
   last_ = key;
   last_at_ = p.elapsed;

@@ -52,7 +52,8 @@ bool is_multinode(const config::Plan& plan) { return plan.instances > 1 || !plan
 int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
   const auto& rs = options.plan.spec.rendezvous;
   const int stderr_fd = options.output.stderr_fd;
-  NodeConfig cfg = node_config(options.plan, mn.insecure, rdzv::auth::resolve_token(rs.token_file.value_or("")));
+  NodeConfig cfg = node_config(options.plan, mn.insecure,
+                               mn.token ? *mn.token : rdzv::auth::resolve_token(rs.token_file.value_or("")));
   // the built-in rendezvous is served by node 0's agent; etcd by no node of the job
   std::unique_ptr<rdzv::Server> server = cfg.etcd ? nullptr : serve_if_ours(cfg);  // outlives the session: stopped last
 

@@ -9,6 +9,7 @@
 #include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/log.hpp"
+#include "visible_text.hpp"
 
 namespace dtrain::agent {
 
@@ -72,8 +73,9 @@ void OutputRouter::line(WorkerOutput& w, bool is_err, std::string_view text, boo
     text = marked;
   }
   if (is_err) {
-    w.first_exception_.line(text.substr(0, kTailLineBytes));
-    w.last_err_.emplace_back(text.substr(0, kTailLineBytes));
+    std::string kept = cut_line(text, kTailLineBytes);
+    w.first_exception_.line(kept);
+    w.last_err_.push_back(std::move(kept));
     if (w.last_err_.size() > kLastLines) w.last_err_.pop_front();
   }
   if (!w.to_terminal_ || (w.redirected_ & (is_err ? 2 : 1)) != 0) return;

@@ -12,6 +12,7 @@
 #include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 #include "failure_report.hpp"
+#include "visible_text.hpp"
 
 namespace dtrain::agent {
 
@@ -67,9 +68,9 @@ void evidence_text(std::string& s, const WorkerExit& w) {
   Evidence ev = evidence_of(w);
   if (!ev.heading.empty()) {
     s += fmt::format("  {}:\n", ev.heading);
-    for (const auto& l : ev.lines) s += fmt::format("    | {}\n", l);
+    for (const auto& l : ev.lines) s += fmt::format("    | {}\n", visible_line(l));
   }
-  if (!w.hint.empty()) s += fmt::format("  hint: {}\n", w.hint);
+  if (!w.hint.empty()) s += fmt::format("  hint: {}\n", visible_lines(w.hint));
 }
 
 std::string peer_text(const WorkerExit& w) {
@@ -96,14 +97,19 @@ std::string summary_text(const AgentResult& r) {
                        w.local_rank, w.node_rank, w.pid, w.describe(), w.duration_s);
     evidence_text(s, w);
   } else if (!r.reason.empty()) {
-    s += fmt::format("dtrain: job stopped (exit status {}): {}\n", r.exit_code, r.reason);
+    s += fmt::format("dtrain: job stopped (exit status {}): {}\n", r.exit_code, visible_lines(r.reason));
   } else {
     s += fmt::format("dtrain: job failed (exit status {})\n", r.exit_code);
   }
-  if (r.root_cause && !r.reason.empty()) s += fmt::format("  then: {}\n", r.reason);
+  if (r.root_cause && !r.reason.empty()) s += fmt::format("  then: {}\n", visible_lines(r.reason));
   if (!r.hang.empty()) {
     s += "  where each rank of this node was:\n";
-    for (const auto& l : r.hang) s += fmt::format("    {}\n", l);
+    for (const auto& l : r.hang) s += fmt::format("    {}\n", visible_lines(l));
+  }
+  if (!r.stacks.empty()) {
+    s += "  Python stacks (each rank's main thread; all threads below):\n";
+    for (const auto& l : r.stack_summary) s += fmt::format("    {}\n", l);
+    for (const auto& l : r.stacks) s += fmt::format("    {}\n", l);
   }
   if (!r.other_failures.empty()) {
     s += "  other workers that did not exit 0:\n";
@@ -128,7 +134,8 @@ std::string success_line(const AgentResult& r) {
 std::string summary_json(const AgentResult& r) {
   nlohmann::json j{{"exit_code", r.exit_code}, {"restarts", r.restarts}, {"reason", r.reason},
                    {"run_dir", r.run_dir}, {"logs", r.logs}, {"ranks", r.ranks},
-                   {"duration_s", r.duration_s}, {"hang", r.hang}};
+                   {"duration_s", r.duration_s}, {"hang", r.hang},
+                   {"stack_summary", r.stack_summary}, {"stacks", r.stacks}};
   j["root_cause"] = r.root_cause ? exit_json(*r.root_cause) : nlohmann::json(nullptr);
   j["other_failures"] = nlohmann::json::array();
   for (const auto& w : r.other_failures) j["other_failures"].push_back(exit_json(w));

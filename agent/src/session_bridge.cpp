@@ -9,6 +9,7 @@
 #include "dtrain/rendezvous/membership/node_session.hpp"
 #include "failure_report.hpp"
 #include "job_machine.hpp"
+#include "visible_text.hpp"
 
 namespace dtrain::agent::bridge {
 namespace {
@@ -40,11 +41,10 @@ std::string failure_message(const WorkerExit& w) {
                                 : fmt::format(" {}a peer fail)", rdzv::kSawPeerFail);
   Evidence ev = evidence_of(w);
   if (ev.lines.empty()) return out;
-  auto cut = [&](const std::string& l) { return l.size() > kLineMax ? l.substr(0, kLineMax) + "..." : l; };
   // the first line (a traceback's header) and as many of the last as fit: the end counts most
-  std::string first = "\n    | " + cut(ev.lines.front()), tail;
+  std::string first = "\n    | " + visible_line(ev.lines.front(), kLineMax), tail;
   for (std::size_t i = ev.lines.size(); i-- > 1;) {
-    std::string line = "\n    | " + cut(ev.lines[i]);
+    std::string line = "\n    | " + visible_line(ev.lines[i], kLineMax);
     if (first.size() + tail.size() + line.size() > kTotalMax) {
       first += "\n    | ...";
       break;

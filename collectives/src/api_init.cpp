@@ -4,6 +4,7 @@
 // library's version and the text of statuses and of the last error. Every function body runs inside
 // guard() (handle.hpp), the library's only conversion of exceptions into statuses.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -28,6 +29,15 @@
 namespace dtrain::coll {
 namespace {
 
+// A caller's timeout_s: seconds (+inf: no practical deadline, kLongestDeadline) or <= 0 for the
+// default; NaN and -inf are no duration and are refused naming `field`.
+void check_timeout(double timeout_s, const char* field) {
+  if (timeout_s != timeout_s || timeout_s == -HUGE_VAL)
+    throw CollError(DTRAIN_ERR_INVALID_ARGUMENT,
+                    fmt::format("{} is {}: pass seconds (inf for no deadline), or <= 0 for the default", field,
+                                timeout_s));
+}
+
 // `etcd`: the store is the etcd backend's (DTRAIN_STORE_ADDR etcd://...), not the TCP store at o.store_host.
 dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out,
                             const std::optional<rdzv::EtcdSettings>& etcd = std::nullopt) {
@@ -47,6 +57,7 @@ dtrain_status_t init_common(const dtrain_init_options_t& o, dtrain_comm_t* out,
   cfg.run_id = o.run_id != nullptr && *o.run_id ? o.run_id : "default";
   cfg.generation = o.generation;
   cfg.transport = o.transport != nullptr && *o.transport ? o.transport : "";
+  check_timeout(o.timeout_s, "options->timeout_s");
   apply_params(cfg, o.timeout_s);
   rdzv::ClientOptions co;
   co.host = o.store_host;
@@ -103,6 +114,7 @@ void check_config(const dtrain_config_t& c) {
       bad(fmt::format("config->transport is \"{}\": expected NULL, \"auto\" or \"tcp\"", t));
   }
   if (c.host != nullptr && *c.host == '\0') bad("config->host is empty: pass NULL for this host's own identity");
+  check_timeout(c.timeout_s, "config->timeout_s");
 }
 
 dtrain_status_t init_config(const dtrain_config_t* config, dtrain_comm_t* out) {
@@ -244,11 +256,8 @@ dtrain_status_t dtrain_comm_init_config(const dtrain_config_t* config, dtrain_co
 dtrain_status_t dtrain_comm_set_timeout(dtrain_comm_t comm, double timeout_s) {
   return guard([&] {
     Communicator& c = cpu_of(comm);
-    if (timeout_s != timeout_s)
-      throw CollError(DTRAIN_ERR_INVALID_ARGUMENT, "set_timeout: timeout_s is NaN; pass seconds, or <= 0 to restore");
-    const double ms = timeout_s * 1000.0;
-    c.set_timeout(std::chrono::milliseconds(ms <= 0 ? 0 : ms > 1e15 ? static_cast<long long>(1e15)
-                                                                    : std::max(1LL, static_cast<long long>(ms))));
+    check_timeout(timeout_s, "set_timeout: timeout_s");
+    c.set_timeout(timeout_s <= 0 ? std::chrono::milliseconds(0) : deadline_of(timeout_s));
     if (comm->nccl) comm->nccl->set_timeout(c.timeout());  // a later NCCL communicator starts with it
     return DTRAIN_SUCCESS;
   });

@@ -27,10 +27,16 @@ std::string sanitize(const std::string& s) {
 
 }  // namespace
 
+std::chrono::milliseconds deadline_of(double seconds) {
+  const double ms = seconds * 1000.0;
+  if (!(ms < static_cast<double>(kLongestDeadline.count()))) return kLongestDeadline;
+  return std::chrono::milliseconds(std::max(1LL, static_cast<long long>(ms)));
+}
+
 void apply_params(CommConfig& cfg, double timeout_s_override) {
   double t = timeout_s_override > 0 ? timeout_s_override : param_double("DTRAIN_COLL_TIMEOUT_S");
   if (!(t > 0)) throw ConfigError(fmt::format("DTRAIN_COLL_TIMEOUT_S={}: the deadline must be > 0 seconds", t));
-  cfg.timeout = std::chrono::milliseconds(static_cast<long long>(t * 1000.0));
+  cfg.timeout = deadline_of(t);
   if (cfg.transport.empty()) cfg.transport = param_string("DTRAIN_TRANSPORT");
   if (cfg.transport != "auto" && cfg.transport != "tcp" && cfg.transport != "shm")
     throw ConfigError(fmt::format("DTRAIN_TRANSPORT={}: expected auto, shm or tcp", cfg.transport));

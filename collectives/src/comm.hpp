@@ -45,9 +45,16 @@ struct CommConfig {
   int spin_us = 50;
 };
 
-// Fills the tunables (timeout, transport, slot and chunk sizes, spin) from the DTRAIN_* registry.
-// Throws ConfigError for malformed values.
+// Fills the tunables (timeout, transport, slot and chunk sizes, spin) from the DTRAIN_* registry;
+// timeout_s_override > 0 wins over DTRAIN_COLL_TIMEOUT_S. Throws ConfigError for malformed values.
 void apply_params(CommConfig& cfg, double timeout_s_override);
+
+// The longest deadline: about 31,700 years, "no practical deadline" (and far from overflowing a
+// steady_clock time point in nanoseconds).
+inline constexpr std::chrono::milliseconds kLongestDeadline{1'000'000'000'000'000LL};
+
+// A deadline of `seconds` (> 0, +inf allowed): at least 1 ms, at most kLongestDeadline.
+std::chrono::milliseconds deadline_of(double seconds);
 
 class Communicator {
  public:

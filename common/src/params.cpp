@@ -1,5 +1,7 @@
 #include "dtrain/common/params.hpp"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -56,7 +58,8 @@ double param_double(std::string_view name) {
   char* end = nullptr;
   errno = 0;
   double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || errno != 0 || *end != '\0')
+  const bool overflow = errno == ERANGE && std::isinf(x);  // "1e400": as large as "inf", which is taken too
+  if (v.empty() || (errno != 0 && !overflow) || *end != '\0')
     throw ConfigError(fmt::format("{}={}: expected a number", name, v));
   return x;
 }

@@ -54,6 +54,37 @@ TEST_SUITE("agent::failure_report") {
     CHECK(got[FirstException::kHead] == fmt::format("... ({} lines left out)", lines.size() - FirstException::kHead - FirstException::kTail));
   }
 
+  TEST_CASE("the real exception line behind 10^5 repeated headers, or headers between frames") {
+    const std::vector<std::string> block = {"Traceback (most recent call last):", "  File \"t.py\", line 3, in <module>",
+                                            "    raise ValueError(\"root\")", "ValueError: root"};
+    std::vector<std::string> lines(100000, "[rank 0] Traceback (most recent call last):");
+    lines.insert(lines.end(), block.begin() + 1, block.end());
+    lines.push_back("after");
+    auto got = catch_first(lines);
+    CHECK(got == std::vector<std::string>{lines.front(), "... (99999 more \"Traceback\" header lines left out)",
+                                          block[1], block[2], block[3]});
+    SUBCASE("headers between frames: bounded, the exception line last") {
+      lines.clear();
+      for (int i = 0; i < 100000; ++i) {
+        lines.push_back("Traceback (most recent call last):");
+        lines.push_back(fmt::format("  File \"r.py\", line {}", i));
+      }
+      lines.push_back("KeyError: 'root'");
+      got = catch_first(lines);
+      CHECK(got.size() == FirstException::kHead + FirstException::kTail + 1);
+      CHECK(got.back() == "KeyError: 'root'");
+    }
+    SUBCASE("the summary names it") {
+      AgentResult r;
+      r.exit_code = 1;
+      WorkerExit w;
+      w.exit_code = 1;
+      w.first_exception = got;
+      r.root_cause = w;
+      CHECK(summary_text(r).find("| ValueError: root\n") != std::string::npos);
+    }
+  }
+
   TEST_CASE("torch's error file: message, traceback and timestamp; the other shapes") {
     TempDir t;
     auto p = t / "error.json";

@@ -1,6 +1,7 @@
 // The failure summary of `dtrain launch` with real Python workers: TORCHELASTIC_ERROR_FILE and torch's
 // @record, the first exception on stderr (not the 15 lines an atexit hook prints after it), the
-// interpreter hint of a ModuleNotFoundError, and dtrain's lines never joined to a worker's.
+// interpreter hint of a ModuleNotFoundError, dtrain's lines never joined to a worker's, a worker's
+// escapes shown and never acted on, and the real exception behind 10^5 repeated headers.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -134,6 +135,46 @@ TEST_SUITE("agent::failure_summary") {
     CHECK(r.err.find("--python PATH (or PYTHON_EXEC=PATH)") != std::string::npos);
     REQUIRE(r.summary.is_object());
     CHECK(r.summary["root_cause"]["hint"].get<std::string>().find((t.path / "bin" / "python3").string()) != std::string::npos);
+  }
+
+  TEST_CASE("escapes and carriage returns from a worker's error file and stderr are shown, never acted on") {
+    TempDir t;
+    write_file(t.path / "w.py", R"(import json, os, sys
+trap = "\x1b[2J\x1b]0;pwned\x07wiped\r"
+sys.stderr.write("last words " + trap + "\n")
+with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
+    json.dump({"message": {"message": "ValueError: " + trap,
+                           "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  " + "x" * 5000 +
+                                                         "\nValueError: " + trap, "timestamp": "1"}}}, f)
+sys.exit(1)
+)");
+    auto r = launch(t, {"--nproc-per-node", "1", "--", PYTHON_EXE, "w.py"});
+    CHECK(r.rc == 1);
+    const auto at = r.err.find("dtrain: job failed");
+    REQUIRE(at != std::string::npos);
+    const std::string summary = r.err.substr(at);
+    CAPTURE(summary);
+    CHECK(summary.find_first_of("\x1b\r\x07") == std::string::npos);
+    CHECK(summary.find("    | ValueError: ^[[2J^[]0;pwned^Gwiped^M\n") != std::string::npos);
+    CHECK(summary.find("more bytes cut]\n") != std::string::npos);
+    REQUIRE(r.summary.is_object());  // the JSON keeps the bytes, as JSON escapes
+    CHECK(r.summary["root_cause"]["error"]["message"] == "ValueError: \x1b[2J\x1b]0;pwned\x07wiped\r");
+  }
+
+  TEST_CASE("the real exception behind 100000 repeated Traceback headers") {
+    TempDir t;
+    write_file(t.path / "w.py", R"(import sys
+sys.stderr.write("Traceback (most recent call last):\n" * 100000)
+sys.stderr.write("  File \"w.py\", line 3, in <module>\nValueError: the root cause\nafter\n")
+sys.exit(1)
+)");
+    auto r = launch(t, {"--nproc-per-node", "1", "--", PYTHON_EXE, "w.py"});
+    CHECK(r.rc == 1);
+    CHECK(r.err.find("  first exception on its stderr:\n    | Traceback (most recent call last):\n"
+                     "    | ... (99999 more \"Traceback\" header lines left out)\n") != std::string::npos);
+    CHECK(r.err.find("    | ValueError: the root cause\n") != std::string::npos);
+    REQUIRE(r.summary.is_object());
+    CHECK(r.summary["root_cause"]["first_exception"].back() == "ValueError: the root cause");
   }
 
   TEST_CASE("dtrain's lines start lines of their own: a worker's unterminated last line is ended first") {

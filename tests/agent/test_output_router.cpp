@@ -11,6 +11,7 @@
 #include "agent_test_util.hpp"
 #include "output_router.hpp"
 #include "terminal.hpp"
+#include "visible_text.hpp"
 
 using namespace dtrain::agent;
 using agent_test::TempDir;
@@ -51,7 +52,7 @@ TEST_SUITE("agent::output_router") {
     CHECK(agent_test::slurp(f.t.path / "rank-5.out") == "hello\nworld\nno newline");
   }
 
-  TEST_CASE("the stderr tail keeps the last lines, cut short; the first exception is caught whole") {
+  TEST_CASE("the stderr tail keeps the last lines, cut short with a mark; the first exception is caught whole") {
     Files f;
     OutputRouter router(dtrain::config::OutputSpec{}, OutputOptions{}, f.terminal);
     WorkerOutput w;
@@ -62,7 +63,9 @@ TEST_SUITE("agent::output_router") {
     auto tail = w.stderr_tail();
     REQUIRE(tail.size() == OutputRouter::kLastLines);
     CHECK(tail.front() == "noise 11");
-    CHECK(tail.back() == std::string(OutputRouter::kTailLineBytes, 'x'));
+    CHECK(tail.back() == std::string(OutputRouter::kTailLineBytes, 'x') + " [... 100 more bytes cut]");
+    // the summary cuts it again, counting every byte left out
+    CHECK(visible_line(tail.back(), 1000) == std::string(1000, 'x') + " [... 3196 more bytes cut]");
     CHECK(w.first_exception() ==
           std::vector<std::string>{"Traceback (most recent call last):", "  File \"t.py\", line 1", "ValueError: boom"});
     CHECK(f.stderr_text().find("[0/0] noise 19\n") != std::string::npos);

@@ -321,6 +321,9 @@ TEST_CASE("a failure's report carries the last lines of the rank's stderr, bound
   w.last_stderr = {"first", "Traceback (most recent call last):", "ValueError: bad"};
   CHECK(failure_message(w) == "local rank 0, pid 1234; last lines of its stderr:\n    | first\n"
                               "    | Traceback (most recent call last):\n    | ValueError: bad");
+  w.last_stderr = {"\x1b[2Kwiped\r", "caf\xc3\xa9 \xff"};  // the other nodes print it: shown, not acted on
+  CHECK(failure_message(w) == "local rank 0, pid 1234; last lines of its stderr:\n    | ^[[2Kwiped^M\n"
+                              "    | caf\xc3\xa9 M-^?");
   w.last_stderr.assign(40, std::string(1000, 'y'));
   w.last_stderr.back() = "the end";
   std::string m = failure_message(w);

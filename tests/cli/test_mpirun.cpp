@@ -116,7 +116,7 @@ TEST_SUITE("cli::mpirun") {
     }
   }
 
-  TEST_CASE("launch -n 2 and -H with this host run the workers; from outside the hosts it is refused") {
+  TEST_CASE("launch -n 2 and -H with this host run the workers; other hosts go through the launch agent") {
     Result r = run({DTRAIN_BIN, "launch", "--no-progress", "-np", "2", "--", "/bin/echo", "hello"}, base_env(), 60);
     CHECK(r.status == 0);
     CHECK(lines_with(r.out, "hello") == 2);
@@ -124,9 +124,12 @@ TEST_SUITE("cli::mpirun") {
     INFO(r.err);
     CHECK(r.status == 0);
     CHECK(lines_with(r.out, "hello") == 3);
-    r = run({DTRAIN_BIN, "launch", "--no-progress", "--insecure", "-H", "nosuchhost-a,nosuchhost-b", "--", "/bin/true"},
+    // from outside the hosts this launch is their head: a launch agent that is not there is 127, named
+    r = run({DTRAIN_BIN, "launch", "--no-progress", "-H", "nosuchhost-a,nosuchhost-b", "--launch-agent",
+             "/nonexistent/agent -x", "--", "/bin/true"},
             base_env(), 60);
-    CHECK(r.status == 2);
-    CHECK(has(r.err, "-H nosuchhost-a,nosuchhost-b: this machine (" + this_host() + ") is not one of the hosts"));
+    CHECK(r.status == 127);
+    CHECK(has(r.err, "host nosuchhost-a (node 0): cannot start /nonexistent/agent"));
+    CHECK(has(r.err, "host nosuchhost-b (node 1): cannot start /nonexistent/agent"));
   }
 }

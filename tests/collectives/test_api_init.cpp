@@ -8,9 +8,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -56,6 +59,15 @@ std::string exercise(dtrain_comm_t comm, int r) {
   if (got != n) return fmt::format("reduce_scatter: {}", got);
   return dtrain_barrier(comm) == DTRAIN_SUCCESS ? "" : dtrain_last_error();
 }
+
+// Sets an environment variable for a scope (no rank threads run meanwhile).
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* value) : name(n) { ::setenv(n, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
 
 }  // namespace
 
@@ -216,6 +228,120 @@ TEST_SUITE("collectives::init_config") {
     CHECK(dtrain_comm_init_config(&c, &comm) == DTRAIN_ERR_TIMEOUT);
     CHECK(std::string(dtrain_last_error()).find("the test store's get timed out") != std::string::npos);
     CHECK(std::string(dtrain_last_error()).find("rank 1") != std::string::npos);
+  }
+
+  TEST_CASE("timeouts: NaN and -inf refused, inf and huge ones no practical deadline, from config and env") {
+    CStore store(dtrain::rdzv::make_memory_store());
+    store.get_timeouts = true;  // rank 1 never publishes: the message gives the deadline
+    dtrain_config_t c = DTRAIN_CONFIG_INITIALIZER;
+    c.rank = 0;
+    c.size = 2;
+    c.store = &store.c;
+    auto init_error = [&](double timeout_s, dtrain_status_t expected) {
+      c.timeout_s = timeout_s;
+      dtrain_comm_t comm = nullptr;
+      CHECK(dtrain_comm_init_config(&c, &comm) == expected);
+      CHECK(comm == nullptr);
+      return std::string(dtrain_last_error());
+    };
+    CHECK(init_error(std::nan(""), DTRAIN_ERR_INVALID_ARGUMENT).find("config->timeout_s is nan") != std::string::npos);
+    CHECK(init_error(-HUGE_VAL, DTRAIN_ERR_INVALID_ARGUMENT).find("config->timeout_s is -inf") != std::string::npos);
+    for (double huge : {HUGE_VAL, 1e300, 2e12}) {
+      CAPTURE(huge);
+      const std::string m = init_error(huge, DTRAIN_ERR_TIMEOUT);
+      CHECK_MESSAGE(m.find("within 1e+12 s") != std::string::npos, m);
+    }
+    CHECK(init_error(1.5, DTRAIN_ERR_TIMEOUT).find("within 1.5 s") != std::string::npos);
+    for (const char* huge : {"inf", "1e400"}) {
+      ScopedEnv env("DTRAIN_COLL_TIMEOUT_S", huge);
+      const std::string m = init_error(0, DTRAIN_ERR_TIMEOUT);
+      CHECK_MESSAGE(m.find("within 1e+12 s") != std::string::npos, m);
+    }
+    {
+      ScopedEnv env("DTRAIN_COLL_TIMEOUT_S", "nan");
+      CHECK(init_error(0, DTRAIN_ERR_CONFIG).find("DTRAIN_COLL_TIMEOUT_S=nan") != std::string::npos);
+    }
+    store.get_timeouts = false;
+    c.size = 1;
+    c.timeout_s = 0;
+    dtrain_comm_t comm = nullptr;
+    REQUIRE(dtrain_comm_init_config(&c, &comm) == DTRAIN_SUCCESS);
+    CHECK(dtrain_comm_set_timeout(comm, std::nan("")) == DTRAIN_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(dtrain_last_error()).find("timeout_s is nan") != std::string::npos);
+    CHECK(dtrain_comm_set_timeout(comm, -HUGE_VAL) == DTRAIN_ERR_INVALID_ARGUMENT);
+    CHECK(dtrain_comm_set_timeout(comm, HUGE_VAL) == DTRAIN_SUCCESS);
+    float x = 1, y = 0;
+    CHECK(dtrain_allreduce(comm, &x, &y, 1, DTRAIN_FLOAT32, DTRAIN_SUM, nullptr) == DTRAIN_SUCCESS);
+    CHECK(y == 1);
+    dtrain_comm_destroy(comm);
+  }
+
+  TEST_CASE("a junk value under the library's store keys is a peer error naming the key and what was expected") {
+    std::shared_ptr<dtrain::rdzv::Store> base = dtrain::rdzv::make_memory_store();
+    CStore store(base);
+    dtrain_config_t c = DTRAIN_CONFIG_INITIALIZER;
+    c.size = 2;
+    c.store = &store.c;
+    c.transport = "tcp";
+    auto refused = [&](int rank) {
+      c.rank = rank;
+      dtrain_comm_t comm = nullptr;
+      CHECK(dtrain_comm_init_config(&c, &comm) == DTRAIN_ERR_PEER);
+      CHECK(comm == nullptr);
+      return std::string(dtrain_last_error());
+    };
+    SUBCASE("a rank's TCP address") {
+      base->set("coll/1/host/1", dtrain::rdzv::as_bytes("elsewhere"));
+      base->set("coll/1/tcp/1", dtrain::rdzv::as_bytes("junk\x1b[2J"));
+      const std::string m = refused(0);
+      CHECK_MESSAGE(m.find("store key 'coll/1/tcp/1' holds \"junk\\x1b[2J\" (8 bytes), not rank 1's address") !=
+                        std::string::npos, m);
+    }
+    SUBCASE("an address with a port out of range") {
+      base->set("coll/1/host/1", dtrain::rdzv::as_bytes("elsewhere"));
+      base->set("coll/1/tcp/1", dtrain::rdzv::as_bytes("127.0.0.1 70000 h"));
+      CHECK(refused(0).find("store key 'coll/1/tcp/1'") != std::string::npos);
+    }
+    SUBCASE("the mesh secret") {
+      base->set("coll/1/host/0", dtrain::rdzv::as_bytes("elsewhere"));
+      base->set("coll/1/tcp/0", dtrain::rdzv::as_bytes("127.0.0.1 9 h"));
+      base->set("coll/1/tcp/secret", dtrain::rdzv::as_bytes("short"));
+      const std::string m = refused(1);
+      CHECK_MESSAGE(m.find("store key 'coll/1/tcp/secret' holds \"short\" (5 bytes), not the 32-byte mesh secret") !=
+                        std::string::npos, m);
+    }
+    SUBCASE("the communicator counter") {
+      base->set("coll/instance/0", dtrain::rdzv::as_bytes("junk"));
+      CHECK(refused(0).find("coll/instance/0") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("a junk local rank under the hierarchical engine's keys is a peer error, not a wrong leader set") {
+    // rank 2's local rank reaches the store as "junk" (a set that rewrites it: rank 2 itself writes it)
+    CStore inner(dtrain::rdzv::make_memory_store());
+    dtrain_store_t tampered = inner.c;
+    tampered.set = [](void* ctx, const char* key, const void* value, size_t len, dtrain_store_error_fn error,
+                      void* ectx) {
+      const bool junk = std::string_view(key).ends_with("/lr/2");
+      return static_cast<CStore*>(ctx)->c.set(ctx, key, junk ? "junk" : value, junk ? 4 : len, error, ectx);
+    };
+    auto errors = dtrain::coll::test::on_threads(3, [&](int r) -> std::string {
+      dtrain_config_t c = DTRAIN_CONFIG_INITIALIZER;
+      c.rank = r;
+      c.size = 3;
+      c.store = &tampered;
+      c.host = r < 2 ? "host-a" : "host-b";
+      c.advertise = "127.0.0.1";
+      c.timeout_s = 60;
+      dtrain_comm_t comm = nullptr;
+      const dtrain_status_t st = dtrain_comm_init_config(&c, &comm);
+      if (st == DTRAIN_SUCCESS) dtrain_comm_destroy(comm);
+      const std::string m = st == DTRAIN_SUCCESS ? "" : dtrain_last_error();
+      if (st != DTRAIN_ERR_PEER || m.find("lr/2' holds \"junk\" (4 bytes), not rank 2's local rank") == std::string::npos)
+        return fmt::format("status {}: {}", static_cast<int>(st), m);
+      return "";
+    });
+    no_errors(errors);
   }
 
   TEST_CASE("set_timeout: a shorter deadline, then the initial one restored") {

@@ -1,9 +1,12 @@
 // Failure modes of a communicator with ranks as threads: mismatched calls, a rank that never arrives,
-// use after an error, bad arguments, a rank that destroys its communicator early.
+// a rank that arrives after the others gave up (it fails too: one outcome per call), use after an
+// error, bad arguments, a rank that destroys its communicator early.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "harness.hpp"
 
@@ -93,6 +96,59 @@ TEST_SUITE("collectives::failures") {
       if (std::string(transport) == "auto") {
         CHECK(text[0].find("ranks [1] never arrived") != std::string::npos);
         CHECK(text[0].find("rank 1: last finished allreduce #1") != std::string::npos);
+      }
+    }
+  }
+
+  TEST_CASE("a late rank fails the call the others gave up on, with their cause, on every engine") {
+    std::vector<World> worlds = engine_worlds(4);
+    worlds.push_back(world_of(2, "auto", 1s));
+    worlds.push_back(world_of(2, "tcp", 1s));
+    const char* kinds[] = {"small allreduce", "large allreduce", "barrier", "broadcast"};
+    for (World w : worlds) {
+      for (int kind = 0; kind < 4; ++kind) {
+        w.timeout = 1s;  // the others give up on call #2 a second after they reached it
+        CAPTURE(w.size);
+        CAPTURE(w.transport);
+        CAPTURE(w.local_size);
+        const std::string what = kinds[kind];
+        CAPTURE(what);
+        const int late = 1;
+        std::vector<dtrain_status_t> st(static_cast<std::size_t>(w.size), DTRAIN_SUCCESS);
+        std::vector<std::string> text(static_cast<std::size_t>(w.size));
+        std::atomic<int> failed{0};
+        no_errors(run_ranks(w, [&](Communicator& c, int r) {
+          const std::size_t count = kind == 1 ? 32768 : 8;
+          std::vector<float> a(count, 1.0f), b(count, 0.0f);
+          c.allreduce(a.data(), b.data(), count, DTRAIN_FLOAT32, DTRAIN_SUM);  // call #1, together
+          if (r == late)  // reaches call #2 once every other rank gave up on it
+            for (int v = failed.load(); v < w.size - 1; v = failed.load()) failed.wait(v);
+          auto res = status_of([&] {
+            switch (kind) {
+              case 2: c.barrier(); break;
+              case 3: c.broadcast(a.data(), b.data(), count, DTRAIN_FLOAT32, 0); break;
+              default: c.allreduce(a.data(), b.data(), count, DTRAIN_FLOAT32, DTRAIN_SUM); break;
+            }
+          });
+          st[static_cast<std::size_t>(r)] = res.first;
+          text[static_cast<std::size_t>(r)] = res.second;
+          if (r != late) {
+            ++failed;
+            failed.notify_all();
+          }
+        }));
+        bool cause_named = false;
+        for (int r = 0; r < w.size; ++r) {
+          CAPTURE(r);
+          const auto& m = text[static_cast<std::size_t>(r)];
+          CHECK_MESSAGE(st[static_cast<std::size_t>(r)] != DTRAIN_SUCCESS, m);
+          CHECK_MESSAGE(m.find("#2") != std::string::npos, m);
+          if (r != late && st[static_cast<std::size_t>(r)] == DTRAIN_ERR_TIMEOUT)
+            cause_named = cause_named || text[late].find(m) != std::string::npos;
+        }
+        // The late rank fails with the status and the message of a rank that timed out.
+        CHECK_MESSAGE(st[late] == DTRAIN_ERR_TIMEOUT, text[late]);
+        CHECK_MESSAGE(cause_named, text[late]);
       }
     }
   }

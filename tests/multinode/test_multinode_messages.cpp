@@ -3,6 +3,8 @@
 // jobs differ, a clean run's one line.
 #include <doctest/doctest.h>
 
+#include <netdb.h>
+
 #include "../cli/run_binary.hpp"
 #include "multinode_util.hpp"
 
@@ -83,6 +85,31 @@ TEST_CASE("a node that is not node 0 says at once, and every few seconds, that i
   Node n0 = j.node(0);
   CHECK_MESSAGE(finish(n0, 60) == 0, err_of(n0));
   CHECK_MESSAGE(finish(n1, 60) == 0, err_of(n1));
+}
+
+TEST_CASE("a rendezvous host name that does not resolve is named at once; one the resolver does not know ends with 2") {
+  Job j(2, 1, "exit 0");
+  const std::string host = "dtrain-no-such-host.invalid";  // RFC 2606: never resolves
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int answer = ::getaddrinfo(host.c_str(), "29400", &hints, &res);
+  if (res != nullptr) ::freeaddrinfo(res);
+  REQUIRE(answer != 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  Node n1 = start(j.t, "node1", {j.job, "--node-rank", "1", "--rdzv", fmt::format("{}:{}", host, j.port)});
+  const std::string want = fmt::format("dtrain: waiting for the rendezvous at {}:{} (the name '{}' does not resolve",
+                                       host, j.port, host);
+  CHECK_MESSAGE(agent_test::wait_until([&] { return err_of(n1).find(want) != std::string::npos; }, 10), err_of(n1));
+  if (answer == EAI_NONAME || answer == EAI_FAIL) {
+    CHECK_MESSAGE(finish(n1, 40) == 2, err_of(n1));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+    CHECK_MESSAGE(err_of(n1).find("check the host name (MASTER_ADDR, --rdzv") != std::string::npos, err_of(n1));
+  } else {  // a temporary resolver failure is tried until join_timeout_s
+    CAPTURE(answer);
+    ::kill(n1.pid, SIGTERM);
+    CHECK_MESSAGE(finish(n1, 30) == 143, err_of(n1));
+  }
 }
 
 TEST_CASE("a clean run: one summary line on each node, no warning") {

@@ -143,6 +143,12 @@ TEST_SUITE("nccl::core") {
     store->set("nccl/id", rdzv::as_bytes("short"));
     std::string what = message_of([&] { exchange_unique_id(*store, 1, 0, in(milliseconds(1000)), new_unique_id); });
     CHECK(what.find("holds 5 bytes, not a 128-byte NCCL unique id") != std::string::npos);
+    try {
+      exchange_unique_id(*store, 1, 0, in(milliseconds(1000)), new_unique_id);
+      FAIL("a junk id was used");
+    } catch (const coll::nccl::Error& e) {
+      CHECK(e.status() == DTRAIN_ERR_PEER);  // a peer's (or another program's) value, not the library's fault
+    }
   }
 
   TEST_CASE("dtype and op mapping") {

@@ -84,7 +84,7 @@ typedef struct {
   const char* token;      /* shared token, NULL or "" for none */
   const char* run_id;
   int generation;         /* restart generation */
-  double timeout_s;       /* per-collective deadline; <= 0: DTRAIN_COLL_TIMEOUT_S */
+  double timeout_s;       /* per-collective deadline; <= 0: DTRAIN_COLL_TIMEOUT_S; inf: none (NaN refused) */
   const char* transport;  /* NULL/"auto" or "tcp" */
 } dtrain_init_options_t;
 DTRAIN_API void dtrain_init_options_default(dtrain_init_options_t* options);
@@ -192,7 +192,8 @@ typedef struct {
   int rank;                    /* this process's rank in 0 .. size-1 (required) */
   int size;                    /* number of ranks (required) */
   const dtrain_store_t* store; /* bootstrap store (required); the group's own: keys are used as given */
-  double timeout_s;            /* per-call deadline; <= 0: DTRAIN_COLL_TIMEOUT_S (default 300) */
+  double timeout_s;            /* per-call deadline; <= 0: DTRAIN_COLL_TIMEOUT_S (default 300); inf or
+                                  anything over 1e12: no practical deadline; NaN: refused */
   const char* transport;       /* NULL/"auto" or "tcp" (sockets even within a host) */
   const char* host;            /* this rank's host identity; NULL: the host name and boot id. Ranks with
                                   the same identity share memory; the others are reached over TCP */
@@ -210,7 +211,8 @@ typedef struct {
 DTRAIN_API dtrain_status_t dtrain_comm_init_config(const dtrain_config_t* config, dtrain_comm_t* comm);
 
 /* The deadline of each later call on comm (a framework's per-op timeout); <= 0 restores the one the
- * communicator was made with. */
+ * communicator was made with; inf (or anything over 1e12 s) is no practical deadline; NaN is
+ * DTRAIN_ERR_INVALID_ARGUMENT. */
 DTRAIN_API dtrain_status_t dtrain_comm_set_timeout(dtrain_comm_t comm, double timeout_s);
 
 /* Ends comm's host calls from any thread: the call another thread is making on comm now (it may be

@@ -74,8 +74,8 @@ rdzv::Bytes exchange_unique_id(rdzv::Store& store, int rank, int instance, Clock
     throw Error(DTRAIN_ERR_PEER,
                 fmt::format("rank {}: rank 0 could not set up NCCL: {}", rank,
                             rdzv::to_string(rdzv::ByteView(value).subspan(mark))));
-  if (value.size() != kUniqueIdBytes)
-    throw Error(DTRAIN_ERR_INTERNAL,
+  if (value.size() != kUniqueIdBytes)  // a peer's doing, or another program's: not this library's
+    throw Error(DTRAIN_ERR_PEER,
                 fmt::format("rank {}: store key '{}' holds {} bytes, not a {}-byte NCCL unique id (does "
                             "another program write this key?)",
                             rank, key, value.size(), kUniqueIdBytes));

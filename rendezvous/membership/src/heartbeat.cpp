@@ -7,10 +7,6 @@
 #include "dtrain/rendezvous/membership/run_status.hpp"
 
 namespace dtrain::rdzv {
-namespace {
-constexpr std::chrono::milliseconds kOpTimeout{60000};
-}  // namespace
-
 void Heartbeat::start(TcpStore& session, int node_rank, std::function<void(const std::string&)> on_lost) {
   stop();
   {
@@ -52,7 +48,7 @@ void Heartbeat::loop(TcpStore& session, int node_rank, const std::function<void(
     std::optional<std::string> progress = std::exchange(progress_, std::nullopt);
     lock.unlock();
     try {
-      session.call(hb, kOpTimeout);
+      session.call(hb, reply_timeout_);
       if (progress) session.set(progress_key(node_rank), as_bytes(*progress));
     } catch (const Error& e) {
       lock.lock();

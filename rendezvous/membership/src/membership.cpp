@@ -10,7 +10,8 @@ namespace dtrain::rdzv {
 
 std::string JoinProgress::line() const {
   if (!reachable)
-    return fmt::format("waiting for the rendezvous at {} (not reachable yet) {} s / {} s", endpoint,
+    return fmt::format("waiting for the rendezvous at {} ({}) {} s / {} s", endpoint,
+                       why.find(kDoesNotResolve) != std::string::npos ? why : "not reachable yet",
                        elapsed.count() / 1000, timeout.count() / 1000);
   return fmt::format("waiting for nodes {}/{} (missing: {}) {} s / {} s", joined, instances, missing,
                      elapsed.count() / 1000, timeout.count() / 1000);

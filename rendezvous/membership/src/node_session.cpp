@@ -22,7 +22,12 @@ constexpr milliseconds kOpTimeout{60000};
 }  // namespace
 
 NodeSession::NodeSession(NodeSessionOptions opts)
-    : opts_(std::move(opts)), heartbeat_(opts_.heartbeat_interval), watch_(events_) {
+    : opts_(std::move(opts)),
+      // the server declares a node lost after heartbeat_timeout of silence: no reply by then (and an
+      // interval more) is the rendezvous lost, not a slow one
+      heartbeat_(opts_.heartbeat_interval,
+                 opts_.heartbeat_timeout.count() > 0 ? opts_.heartbeat_timeout + opts_.heartbeat_interval : kOpTimeout),
+      watch_(events_) {
   check_options(opts_);
   if (opts_.node_rank >= opts_.instances)
     throw ConfigError(fmt::format("node rank {} is out of range for {} nodes (0-{})", opts_.node_rank, opts_.instances,

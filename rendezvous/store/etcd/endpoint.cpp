@@ -209,7 +209,8 @@ void Endpoint::throw_transport(const Handle& h, CURLcode rc, std::string_view pa
       throw TimeoutError(fmt::format("{}: no answer within {} ms ({}); etcd is overloaded or lost its quorum", where,
                                      opts_.request_timeout.count(), why));
     case CURLE_COULDNT_RESOLVE_HOST:
-      throw IoError(fmt::format("{}: cannot resolve the host ({}); check the endpoint", where, why));
+      // the join's waiting line shows a why that says "does not resolve" (rdzv::kDoesNotResolve) as it is
+      throw IoError(fmt::format("{}: the host name does not resolve ({}); check the endpoint", where, why));
     case CURLE_COULDNT_CONNECT:
       throw IoError(fmt::format("{}: cannot connect ({}); is etcd running there? check the endpoint", where, why));
     case CURLE_PEER_FAILED_VERIFICATION:

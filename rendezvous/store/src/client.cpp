@@ -282,7 +282,9 @@ bool TcpStore::open_socket(Clock::time_point deadline, std::string& last_error) 
   std::string port = std::to_string(opts_.port);
   int g = ::getaddrinfo(opts_.host.c_str(), port.c_str(), &hints, &res);
   if (g != 0) {
-    last_error = fmt::format("cannot resolve host '{}': {}", opts_.host, ::gai_strerror(g));
+    unknown_name_ = g == EAI_NONAME || g == EAI_FAIL;
+    last_error = fmt::format("the name '{}' {}{}: {}", opts_.host, kDoesNotResolve, unknown_name_ ? "" : " (yet)",
+                             g == EAI_SYSTEM ? errno_text(errno) : ::gai_strerror(g));
     return false;
   }
   for (addrinfo* ai = res; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
@@ -335,6 +337,11 @@ std::unique_ptr<TcpStore> connect_store(const ClientOptions& opts) {
       }
     }
     if (opts.on_retry) opts.on_retry(std::chrono::duration_cast<milliseconds>(Clock::now() - began), last_error);
+    if (s->unknown_name_ && Clock::now() - began >= std::min(opts.resolve_grace, opts.connect_timeout))
+      throw ConfigError(fmt::format("rendezvous {}: {} (tried for {} s); check the host name (MASTER_ADDR, --rdzv, "
+                                    "rendezvous.endpoint) and this host's resolver",
+                                    s->endpoint(), last_error,
+                                    std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - began).count()));
     if (Clock::now() + backoff >= deadline)
       throw IoError(fmt::format("cannot reach the rendezvous at {} within {} ms: {}; is the store (node 0's agent or "
                                 "`dtrain rendezvous serve`) running there?",

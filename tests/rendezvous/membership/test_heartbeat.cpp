@@ -34,7 +34,7 @@ TEST_SUITE("rendezvous::heartbeat") {
     TestServer srv;
     NodeSession node(one_node(srv));
     node.join();
-    Heartbeat hb(20ms);
+    Heartbeat hb(20ms, 60s);
     hb.set_state("running", 2, 1, 3);
     hb.set_progress("rank 0: in allreduce #5");
     int lost = 0;
@@ -57,7 +57,7 @@ TEST_SUITE("rendezvous::heartbeat") {
     auto srv = std::make_unique<TestServer>();
     NodeSession node(one_node(*srv));
     node.join();
-    Heartbeat hb(20ms);
+    Heartbeat hb(20ms, 60s);
     std::promise<std::string> lost;
     int calls = 0;
     hb.start(node.store(), 0, [&](const std::string& why) {

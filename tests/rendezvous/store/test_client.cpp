@@ -1,10 +1,14 @@
 // TcpStore against a real server over loopback: every operation, blocking, atomicity, scoping, auth.
 #include <doctest/doctest.h>
 
+#include <netdb.h>
+
 #include <atomic>
 #include <functional>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/net.hpp"
@@ -16,6 +20,20 @@ using dtrain::AuthError;
 using dtrain::ConfigError;
 using dtrain::IoError;
 using dtrain::TimeoutError;
+
+namespace {
+
+// What this host's resolver says of `name`: 0, or getaddrinfo's error.
+int resolver_answer(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int g = ::getaddrinfo(name.c_str(), "29400", &hints, &res);
+  if (res != nullptr) ::freeaddrinfo(res);
+  return g;
+}
+
+}  // namespace
 
 TEST_SUITE("rendezvous::client") {
   TEST_CASE("every store operation") {
@@ -167,6 +185,29 @@ TEST_SUITE("rendezvous::client") {
     c.port = port;
     c.connect_timeout = 300ms;
     CHECK_THROWS_WITH_AS(connect_store(c), doctest::Contains("cannot reach the rendezvous"), IoError);
+  }
+
+  TEST_CASE("a host name that does not resolve is named as such; one the resolver does not know fails soon") {
+    const std::string host = "dtrain-no-such-host.invalid";  // RFC 2606: never resolves
+    ClientOptions c;
+    c.host = host;
+    c.port = 29400;
+    c.connect_timeout = 3s;
+    c.resolve_grace = 500ms;
+    std::string why;
+    c.on_retry = [&](std::chrono::milliseconds, const std::string& w) { why = w; };
+    const int answer = resolver_answer(host);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (answer == EAI_NONAME || answer == EAI_FAIL) {
+      c.connect_timeout = 60s;
+      CHECK_THROWS_WITH_AS(connect_store(c), doctest::Contains(("the name '" + host + "' does not resolve: ").c_str()),
+                           ConfigError);
+      CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+      CHECK(why.find(fmt::format("the name '{}' does not resolve: ", host)) != std::string::npos);
+    } else {  // no resolver answers here: a temporary failure, tried until the connect timeout
+      CAPTURE(answer);
+      CHECK_THROWS_WITH_AS(connect_store(c), doctest::Contains("does not resolve (yet)"), IoError);
+    }
   }
 
   TEST_CASE("a client sees the server going away as IoError") {

@@ -24,12 +24,16 @@
 // exit barrier timed out; 77 the token or run id was refused; 2 a spec conflict between nodes (every
 // node that joined is refused, naming the fields that differ) or a multi-node job without a token
 // (unless insecure).
+#include <optional>
+#include <string>
+
 #include "dtrain/agent/options.hpp"
 
 namespace dtrain::agent {
 
 struct MultiNodeOptions {
   bool insecure = false;  // allow a multi-node job without a token (trusted network only)
+  std::optional<std::string> token;  // given (by the head of a launch over hosts); else resolve_token's
 };
 
 // True when the plan needs the multi-node driver: several instances or a rendezvous endpoint.

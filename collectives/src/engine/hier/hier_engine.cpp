@@ -1,8 +1,12 @@
 #include "hier_engine.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <string>
 
 #include <fmt/format.h>
+
+#include "store_value.hpp"
 
 namespace dtrain::coll::hier {
 
@@ -16,8 +20,17 @@ Engine::Engine(const Options& o)
   store.set(fmt::format("{}lr/{}", prefix, o.all.rank), rdzv::as_bytes(std::to_string(host_ ? host_->local_rank() : 0)));
   std::vector<int> leaders;
   for (int r = 0; r < size_; ++r) {
-    auto v = rdzv::to_string(store.get(fmt::format("{}lr/{}", prefix, r), o.all.timeout));
-    if (v == "0") leaders.push_back(r);
+    const std::string key = fmt::format("{}lr/{}", prefix, r);
+    const std::string v = rdzv::to_string(store.get(key, o.all.timeout));
+    int local = -1;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), local);
+    if (ec != std::errc() || end != v.data() + v.size() || local < 0)  // a junk leader set would hang the job
+      throw CollError(DTRAIN_ERR_PEER,
+                      fmt::format("hierarchical engine setup: {}",
+                                  junk_value_text(key, rdzv::as_bytes(v),
+                                                  fmt::format("rank {}'s local rank (a number >= 0)",
+                                                              o.all.members[static_cast<std::size_t>(r)]))));
+    if (local == 0) leaders.push_back(r);
   }
   if (leader()) leaders_ = std::make_unique<tcp::Group>(all_.channel(), std::move(leaders));
 }
@@ -29,7 +42,10 @@ void Engine::abort(dtrain_status_t status, const std::string& msg) noexcept {
 
 void Engine::barrier(const OpDesc& d) {
   if (host_) host_->barrier(d);
-  if (leaders_) leaders_->barrier(d);
+  if (leaders_) {
+    leaders_->barrier(d);
+    all_.confirm(d);
+  }
   if (host_) host_->barrier(d);
 }
 
@@ -39,7 +55,10 @@ void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
   local.dtype = w.dtype;
   local.op = d.op == DTRAIN_AVG ? DTRAIN_SUM : d.op;
   if (host_) host_->allreduce(local, w.buf, w.buf);
-  if (leaders_) leaders_->allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? size_ : 1);
+  if (leaders_) {
+    leaders_->allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, d.op == DTRAIN_AVG ? size_ : 1);
+    all_.confirm(d);
+  }
   OpDesc back = d;
   back.kind = OpKind::broadcast;
   back.root = 0;  // the host's leader (d may be a reduce to another root)

@@ -9,6 +9,9 @@
 //   broadcast, allgather, reduce_scatter: the tcp engine's rings over every rank;
 //   point-to-point: a peer on this host through the shm rings, any other through its socket; a
 //              sendrecv with one peer of each kind progresses both directions together.
+// One outcome per call on every rank: each engine gives it for its part (barrier.hpp, failures.hpp;
+// the leaders confirm their part), and a rank that fails one part never arrives at the next, so
+// the ranks waiting there fail with its recorded cause.
 #include <memory>
 #include <vector>
 

@@ -52,10 +52,10 @@ void Boxes::publish(const OpDesc& d, const std::uint8_t* send, std::size_t bytes
   std::memcpy(const_cast<std::uint8_t*>(box_data(b, bytes)), send, bytes);
   b->fp0 = d.fp0();
   b->fp1 = d.fp1();
-  b->flag.store(calls_, std::memory_order_release);
-  // The flag before the sleepers' count: a peer that counted itself before this load is woken, one
-  // that counts itself after it sees the flag.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The flag, from this box's previous call's number, unless a peer gave up on this call first. The
+  // compare-exchange is a full barrier: the flag before the sleepers' count, so a peer that counted
+  // itself before this load is woken, one that counts itself after it sees the flag.
+  if (!arrive(b->flag, calls_ > 2 ? calls_ - 2 : 0, calls_)) peers_.throw_given_up(d.text());
   if (seg_.header().sleepers.load(std::memory_order_relaxed) != 0) seg_.wake_collectives();
 }
 
@@ -64,15 +64,30 @@ bool Boxes::arrived(int j) const {
 }
 
 // Until local rank j's flag; between sleeps the abort record, rank j's liveness, a peer in another
-// call (whose rank would never raise a flag here), the deadline.
+// call (whose rank would never raise a flag here), the deadline. On any of them this rank gives up
+// on the call for every rank, records why and throws, unless every flag came meanwhile (as in
+// Barrier::check).
 void Boxes::wait_for(const OpDesc& d, int j) {
   auto& h = seg_.header();
   waiter_.wait(h.phase, h.sleepers, [&] { return arrived(j); }, [&] {
-    if (peers_.aborted()) peers_.throw_abort(d.text());
-    peers_.check_alive(d, j, [&] { return arrived(j); });
-    peers_.check_peer_calls(d, [&] { return arrived(j); });
-    if (Clock::now() >= d.deadline) peers_.fail_timeout(d, [&](int k) { return arrived(k); });
+    peers_.check_or_give_up(
+        [&] {
+          if (peers_.aborted()) peers_.throw_abort(d.text());
+          peers_.check_alive(d, j, [&] { return arrived(j); });
+          peers_.check_peer_calls(d, [&] { return arrived(j); });
+          if (Clock::now() >= d.deadline) peers_.fail_timeout(d, [&](int k) { return arrived(k); });
+        },
+        [&] { return give_up(); });
   });
+}
+
+// A peer's flag of this box call is either the previous call's number or this one's (a peer is at
+// most one box call ahead, in the other box): reached() tells them apart.
+bool Boxes::give_up() {
+  bool given_up = false;
+  for (int k = 0; k < peers_.size(); ++k)
+    if (k != peers_.me()) given_up = give_up_on(seg_.box(k, calls_)->flag, calls_) || given_up;
+  return given_up;
 }
 
 }  // namespace dtrain::coll::shm

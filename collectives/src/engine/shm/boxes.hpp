@@ -10,7 +10,9 @@
 // each peer (the only transfer for up to 40 bytes; the data lines of larger calls follow in
 // parallel), and nothing enters the kernel while the peers arrive within the spin. A box is written
 // again two box calls later, after this rank has seen every peer's flag of the call in between,
-// which each peer raises only after it has read this box: so reuse needs no sync either.
+// which each peer raises only after it has read this box: so reuse needs no sync either. A rank
+// that gives up on a call marks the flags that have not come (kGivenUp), and a rank raises its flag
+// by compare-exchange: the call completes on every rank or on none (as a sync, barrier.hpp).
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +34,9 @@ class Boxes {
   void publish(const OpDesc& d, const std::uint8_t* send, std::size_t bytes);
   bool arrived(int j) const;
   void wait_for(const OpDesc& d, int j);
+  // Marks every peer's flag of this box call that has not come given up (segment.hpp): true when one
+  // is, and no rank completes the call then.
+  bool give_up();
 
   Segment& seg_;
   Peers& peers_;

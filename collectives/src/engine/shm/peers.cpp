@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -106,6 +107,25 @@ void Peers::throw_abort(const std::string& call) const {
   auto st = static_cast<dtrain_status_t>(h.abort_status.load());
   if (st == DTRAIN_SUCCESS) st = DTRAIN_ERR_PEER;
   throw CollError(st, fmt::format("{} on rank {}: rank {} failed: {}", call, world(me_), world(who), h.abort_msg));
+}
+
+void Peers::throw_given_up(const std::string& call) const {
+  const auto until = Clock::now() + std::chrono::seconds(2);
+  while (!aborted() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  if (aborted()) throw_abort(call);
+  throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: a peer gave up on this call before this rank reached "
+                                               "it, and recorded no reason",
+                                               call, world(me_)));
+}
+
+void Peers::check_or_give_up(const std::function<void()>& checks, const std::function<bool()>& give_up) {
+  try {
+    checks();
+  } catch (const CollError& e) {
+    if (!give_up()) return;
+    abort(e.status(), e.what());
+    throw;
+  }
 }
 
 void Peers::fail_timeout(const OpDesc& d, const std::function<bool(int)>& arrived_at) const {

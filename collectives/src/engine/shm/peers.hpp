@@ -58,6 +58,14 @@ class Peers {
   bool aborted() const;
   // Throws the abort record as seen from `call` ("allreduce #3 ...", "send #2 to rank 1").
   [[noreturn]] void throw_abort(const std::string& call) const;
+  // This rank found its arrival word of `call` given up by a peer (segment.hpp): throws the abort
+  // record that peer writes right after (waiting for it, bounded).
+  [[noreturn]] void throw_given_up(const std::string& call) const;
+  // Runs the checks between two sleeps of a wait. When one throws, this rank gives up on the call for
+  // every rank (give_up() marks the ranks that have not arrived, true when one is), records why and
+  // rethrows; unless every rank arrived meanwhile (give_up() false): then the call is complete
+  // everywhere, and this returns so that the wait ends as usual.
+  void check_or_give_up(const std::function<void()>& checks, const std::function<bool()>& give_up);
 
   // Throws DTRAIN_ERR_TIMEOUT for collective d: the ranks not arrived(j) and where every rank is.
   [[noreturn]] void fail_timeout(const OpDesc& d, const std::function<bool(int)>& arrived) const;

@@ -57,8 +57,7 @@ struct Header {
 
 struct alignas(64) RankCtl {
   // Hot line, written by its rank in every call: its arrivals and the call's fingerprint.
-  std::atomic<std::uint32_t> epoch;     // syncs passed
-  std::uint32_t pad0;
+  std::atomic<std::uint64_t> epoch;     // syncs reached (kGivenUp: a peer gave up on the next one)
   std::atomic<std::uint64_t> fp[2][3];  // per engine-call parity: fp0, fp1, seq
   // Cold line, written by its rank, read by peers only on the slow path (timeouts, liveness).
   alignas(64) std::atomic<std::uint64_t> seq;  // last call this rank entered
@@ -77,6 +76,28 @@ struct alignas(64) RankCtl {
   std::atomic<std::uint64_t> p2p_rseq;   // and of that receive
 };
 static_assert(sizeof(RankCtl) == 192, "three cache lines per rank");
+
+// Set in a rank's arrival word (RankCtl::epoch, BoxLine::flag) by a peer that gave up on the sync
+// or box call this rank had not reached yet: the rank can no longer arrive there, so no rank passes
+// it (barrier.hpp, boxes.hpp), and every rank fails the call.
+constexpr std::uint64_t kGivenUp = std::uint64_t{1} << 63;
+
+// Whether an arrival word's value v says its rank reached target.
+inline bool reached(std::uint64_t v, std::uint64_t target) { return (v & kGivenUp) == 0 && v >= target; }
+// This rank arrives: its word moves from prev to next, unless a peer gave up on it first (false).
+// The compare-exchange decides between the two, so a sync passes on every rank or on none.
+inline bool arrive(std::atomic<std::uint64_t>& word, std::uint64_t prev, std::uint64_t next) {
+  return word.compare_exchange_strong(prev, next, std::memory_order_seq_cst);
+}
+// A peer's word, unless it reached target, is marked kGivenUp: true when it is marked (by this rank
+// or another), false when its rank reached target after all.
+inline bool give_up_on(std::atomic<std::uint64_t>& word, std::uint64_t target) {
+  std::uint64_t v = word.load(std::memory_order_acquire);
+  while (!reached(v, target)) {
+    if ((v & kGivenUp) != 0 || word.compare_exchange_weak(v, v | kGivenUp, std::memory_order_seq_cst)) return true;
+  }
+  return false;
+}
 
 // A latency-path box's first cache line: the call's fingerprint, up to 40 bytes of data inline, and
 // the flag (the number of the box call that wrote the box, stored last); kBoxBytes of data follow.

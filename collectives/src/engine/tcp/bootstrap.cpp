@@ -23,6 +23,7 @@
 #include "dtrain/rendezvous/store/auth.hpp"
 #include "dtrain/rendezvous/store/client.hpp"
 #include "handshake.hpp"
+#include "store_value.hpp"
 #include "wire.hpp"
 
 namespace dtrain::coll::tcp {
@@ -85,6 +86,12 @@ bool io_all(int fd, void* buf, std::size_t len, bool write, Clock::time_point de
     ::poll(&pfd, 1, ms_left(deadline));
   }
   return true;
+}
+
+// Whether text is a numeric IPv4 or IPv6 address, as a rank publishes its own.
+bool numeric_address(const char* text) {
+  in6_addr a{};
+  return ::inet_pton(AF_INET, text, &a) == 1 || ::inet_pton(AF_INET6, text, &a) == 1;
 }
 
 }  // namespace
@@ -164,9 +171,10 @@ void Bootstrap::listen_on(const std::string& host) {
 void Bootstrap::read_addresses() {
   for (int r = 0; r < links_.size(); ++r) {
     if (r == links_.rank()) continue;
+    const std::string key = o_.key_prefix + "tcp/" + std::to_string(r);
     std::string v;
     try {
-      v = rdzv::to_string(o_.store->get(o_.key_prefix + "tcp/" + std::to_string(r), o_.timeout));
+      v = rdzv::to_string(o_.store->get(key, o_.timeout));
     } catch (const TimeoutError&) {
       throw CollError(DTRAIN_ERR_TIMEOUT, fmt::format("TCP engine setup: rank {} never published its address within "
                                                       "{} (did it start and call init?)",
@@ -174,19 +182,25 @@ void Bootstrap::read_addresses() {
     }
     char addr[256] = {}, host[256] = {};
     int port = 0;
-    if (std::sscanf(v.c_str(), "%255s %d %255s", addr, &port, host) < 2)
-      throw CollError(DTRAIN_ERR_INTERNAL,
-                      fmt::format("TCP engine: bad address record '{}' for rank {}", v, links_.world(r)));
+    if (std::sscanf(v.c_str(), "%255s %d %255s", addr, &port, host) < 2 || port < 1 || port > 65535 ||
+        !numeric_address(addr))
+      throw CollError(DTRAIN_ERR_PEER,
+                      fmt::format("TCP engine setup: {}", junk_value_text(key, rdzv::as_bytes(v),
+                                                                          fmt::format("rank {}'s address (\"IP PORT HOST\")",
+                                                                                      links_.world(r)))));
     auto& p = links_.peer(r);
     p.addr = addr;
     p.port = port;
     p.host = host;
   }
   if (links_.rank() != 0) {  // rank 0 stored it before its address
-    secret_ = o_.store->get(o_.key_prefix + "tcp/secret", o_.timeout);
+    const std::string key = o_.key_prefix + "tcp/secret";
+    secret_ = o_.store->get(key, o_.timeout);
     if (secret_.size() != hs::kSecretBytes)
-      throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("TCP engine: the mesh secret under {}tcp/secret has {} bytes, "
-                                                       "not {}", o_.key_prefix, secret_.size(), hs::kSecretBytes));
+      throw CollError(DTRAIN_ERR_PEER,
+                      fmt::format("TCP engine setup: {}", junk_value_text(key, secret_,
+                                                                          fmt::format("the {}-byte mesh secret of rank {}",
+                                                                                      hs::kSecretBytes, links_.world(0)))));
   }
 }
 

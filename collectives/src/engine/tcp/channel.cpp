@@ -65,7 +65,10 @@ void Channel::wait_for(const OpDesc& d, const Xfer& x) {
   int n = 0;
   if (!x.send_done) pfd[n++] = {x.sfd, POLLOUT, 0};
   if (!x.recv_done) pfd[n++] = {x.rfd, POLLIN, 0};
-  if (Clock::now() >= d.deadline) failures_.timed_out(d, x.send_done ? -1 : x.to, x.recv_done ? -1 : x.from);
+  if (Clock::now() >= d.deadline) {
+    give_up(d, x);
+    failures_.timed_out(d, x.send_done ? -1 : x.to, x.recv_done ? -1 : x.from);
+  }
   if (spin_ready(pfd, n)) return;
   ::poll(pfd, static_cast<nfds_t>(n), ms_left(d.deadline));
 }
@@ -154,8 +157,11 @@ bool Channel::send_some(const OpDesc& d, Xfer& x) {
     x.send_done = x.sent == x.stotal;
     return true;
   }
-  if (k < 0 && !transient(errno))
-    failures_.peer_failed(d.text(), x.to, fmt::format("connection broke while sending: {}", errno_text(errno)));
+  if (k < 0 && !transient(errno)) {
+    const int err = errno;
+    failures_.give_up(d, x.to);
+    failures_.peer_failed(d.text(), x.to, fmt::format("connection broke while sending: {}", errno_text(err)));
+  }
   return false;
 }
 
@@ -170,10 +176,16 @@ bool Channel::recv_some(const OpDesc& d, Xfer& x) {
                MSG_DONTWAIT);
   else
     k = ::recv(x.rfd, static_cast<std::uint8_t*>(x.rbuf) + x.got, x.rlen - x.got, MSG_DONTWAIT);
-  if (k == 0) failures_.peer_failed(d.text(), x.from, "closed the connection (exited, failed, or destroyed its communicator)");
+  if (k == 0) {
+    give_up(d, x);
+    failures_.peer_failed(d.text(), x.from, "closed the connection (exited, failed, or destroyed its communicator)");
+  }
   if (k < 0) {
-    if (!transient(errno))
-      failures_.peer_failed(d.text(), x.from, fmt::format("connection broke while receiving: {}", errno_text(errno)));
+    if (!transient(errno)) {
+      const int err = errno;
+      give_up(d, x);
+      failures_.peer_failed(d.text(), x.from, fmt::format("connection broke while receiving: {}", errno_text(err)));
+    }
     return false;
   }
   if (x.hgot < sizeof x.rh) {
@@ -196,16 +208,25 @@ bool Channel::recv_some(const OpDesc& d, Xfer& x) {
   return true;
 }
 
+void Channel::give_up(const OpDesc& d, const Xfer& x) const {
+  failures_.give_up(d, !x.send_done && x.sent > 0 ? x.to : -1);
+}
+
 void Channel::check_header(const OpDesc& d, const Xfer& x) const {
   const WireHeader& rh = x.rh;
+  if (rh.magic == kWireMagic && rh.channel == kGiveUp) {
+    give_up(d, x);
+    failures_.peer_failed(d.text(), x.from, fmt::format("gave up on call #{}", rh.seq), true);
+  }
   if (rh.magic != kWireMagic || rh.channel != kCollective)
     throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("{}: corrupt stream from {}", d.text(), links_.text(x.from)));
-  if (rh.seq != d.seq || rh.fp0 != d.fp0() || rh.fp1 != d.fp1() || rh.len != x.rlen)
-    throw CollError(DTRAIN_ERR_MISMATCH,
-                    fmt::format("mismatched collective calls at call #{} (every rank must make the same calls "
-                                "with the same count, dtype, op and root): rank {}: {} #{}; rank {}: {} #{}",
-                                d.seq, links_.world(links_.rank()), describe_fingerprint(d.fp0(), d.fp1()), d.seq, links_.world(x.from),
-                                describe_fingerprint(rh.fp0, rh.fp1), rh.seq));
+  if (rh.seq == d.seq && rh.fp0 == d.fp0() && rh.fp1 == d.fp1() && rh.len == x.rlen) return;
+  give_up(d, x);
+  throw CollError(DTRAIN_ERR_MISMATCH,
+                  fmt::format("mismatched collective calls at call #{} (every rank must make the same calls "
+                              "with the same count, dtype, op and root): rank {}: {} #{}; rank {}: {} #{}",
+                              d.seq, links_.world(links_.rank()), describe_fingerprint(d.fp0(), d.fp1()), d.seq,
+                              links_.world(x.from), describe_fingerprint(rh.fp0, rh.fp1), rh.seq));
 }
 
 }  // namespace dtrain::coll::tcp

@@ -7,7 +7,8 @@
 // pipelined (a send goes as soon as what it depends on has arrived, while receives go on). Every
 // message carries a WireHeader with the call's sequence number and fingerprint; a difference fails
 // the call with DTRAIN_ERR_MISMATCH. A point-to-point frame met on the way is parked whole in the
-// peer's Inbox and the receive goes on with the next header. Failures: failures.hpp.
+// peer's Inbox and the receive goes on with the next header. Failures: failures.hpp; every way this
+// rank fails a collective here first tells the peers that it gave up on it (Failures::give_up).
 #include <poll.h>
 
 #include <cstddef>
@@ -53,6 +54,8 @@ class Channel {
   bool send_some(const OpDesc& d, Xfer& x);
   bool recv_some(const OpDesc& d, Xfer& x);
   void check_header(const OpDesc& d, const Xfer& x) const;
+  // This rank gives up on d (Failures::give_up), sparing the socket of a half-sent message.
+  void give_up(const OpDesc& d, const Xfer& x) const;
   void wait_for(const OpDesc& d, const Xfer& x);
   bool spin_ready(pollfd* pfd, int n) const;
 

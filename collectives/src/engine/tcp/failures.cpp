@@ -1,12 +1,16 @@
 // How the ranks of a TCP group fail together (failures.hpp).
 #include "failures.hpp"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "wire.hpp"
 
 namespace dtrain::coll::tcp {
 
@@ -20,12 +24,38 @@ void Failures::abort(dtrain_status_t status, const std::string& msg) noexcept {
   links_.shutdown();
 }
 
-void Failures::peer_failed(const std::string& call, int peer, const std::string& what) {
+void Failures::give_up(const OpDesc& d, int partial_to) noexcept {
+  if (gave_up_) return;
+  gave_up_ = true;
+  const WireHeader h{kWireMagic, kGiveUp, d.seq, d.fp0(), d.fp1(), 0};
+  for (int r = 0; r < links_.size(); ++r)
+    if (r != links_.rank() && r != partial_to && links_.fd(r) >= 0)
+      (void)::send(links_.fd(r), &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void Failures::confirm(const OpDesc& d) {
+  if (polls_.empty())
+    for (int r = 0; r < links_.size(); ++r)
+      if (r != links_.rank()) polls_.push_back({links_.fd(r), POLLIN, 0});
+  if (::poll(polls_.data(), static_cast<nfds_t>(polls_.size()), 0) <= 0) return;
+  for (std::size_t i = 0; i < polls_.size(); ++i) {
+    if ((polls_[i].revents & POLLIN) == 0) continue;
+    WireHeader h{};
+    if (::recv(polls_[i].fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof h) &&
+        h.magic == kWireMagic && h.channel == kGiveUp && h.seq <= d.seq) {  // not a later call's
+      const int r = static_cast<int>(i) + (static_cast<int>(i) >= links_.rank() ? 1 : 0);
+      peer_failed(d.text(), r, fmt::format("gave up on call #{}", h.seq), true);
+    }
+  }
+}
+
+void Failures::peer_failed(const std::string& call, int peer, const std::string& what, bool gave_up) {
   const int me = links_.world(links_.rank());
   // The peer may have recorded why it gave up: report that root cause with its status.
   try {
     const std::string key = prefix_ + "abort";
-    for (int i = 0; i < 20; ++i) {
+    const auto tries = gave_up ? report_wait().count() / 10 + 100 : 20;
+    for (long i = 0; i < tries; ++i) {
       std::string keys[1] = {key};
       if (store_.check(keys)) {
         std::string v = rdzv::to_string(store_.get(key, std::chrono::milliseconds(1000)));
@@ -54,7 +84,7 @@ void Failures::timed_out(const OpDesc& d, int to, int from) {
   try {
     const std::string base = fmt::format("{}status/{}/", prefix_, d.seq);
     store_.set(base + std::to_string(links_.rank()), rdzv::as_bytes(fmt::format("in {} ({})", d.text(), waiting)));
-    const auto until = Clock::now() + std::min<std::chrono::milliseconds>(timeout_ / 4, std::chrono::seconds(2));
+    const auto until = Clock::now() + report_wait();
     std::vector<std::string> keys;
     for (int r = 0; r < links_.size(); ++r) keys.push_back(base + std::to_string(r));
     while (Clock::now() < until && !store_.check(keys)) std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -124,6 +124,7 @@ Engine::Peek P2p::peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) {
   WireHeader h{};
   const ssize_t k = ::recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
   if (k == 0 || (k < 0 && !transient(errno))) return Engine::kGone;  // closed (or broken) with nothing left
+  if (k == static_cast<ssize_t>(sizeof h) && h.channel == kGiveUp) return Engine::kGone;  // and sends nothing more
   if (k != static_cast<ssize_t>(sizeof h) || h.channel != kP2p) return Engine::kNone;
   fp0 = h.fp0;
   fp1 = h.fp1;
@@ -135,6 +136,8 @@ void P2p::check_header(const Xfer& x, const WireHeader& h) const {
   const int from = links_.world(x.in->peer);
   if (h.magic != kWireMagic)
     throw CollError(DTRAIN_ERR_INTERNAL, fmt::format("{}: corrupt stream from {}", call_text(x), links_.text(x.in->peer)));
+  if (h.channel == kGiveUp)
+    failures_.peer_failed(call_text(x), x.in->peer, fmt::format("gave up on call #{}", h.seq), true);
   if (h.channel != kP2p)
     throw CollError(DTRAIN_ERR_MISMATCH,
                     fmt::format("mismatched calls: {} on rank {}, but the next data from rank {} belongs to its "

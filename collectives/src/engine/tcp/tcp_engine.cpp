@@ -23,20 +23,28 @@ Engine::Engine(const Options& o)
       p2p_(links_, inbox_, failures_),
       all_(channel_, every_rank(links_.size())) {}
 
-void Engine::barrier(const OpDesc& d) { all_.barrier(d); }
+void Engine::barrier(const OpDesc& d) {
+  all_.barrier(d);
+  failures_.confirm(d);
+}
 
 void Engine::allreduce(const OpDesc& d, const void* send, void* recv) {
   const int div = d.op == DTRAIN_AVG ? links_.size() : 1;
-  if (!is_half(d.dtype)) return all_.allreduce(d, send, recv, d.count, d.dtype, d.op, div);
-  const Staging::Work w = staging_.begin(send, recv, d.count, d.dtype);  // float32, reduced in place
-  all_.allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, div);
-  Staging::finish(w, recv, d.count, d.dtype);
+  if (!is_half(d.dtype)) {
+    all_.allreduce(d, send, recv, d.count, d.dtype, d.op, div);
+  } else {
+    const Staging::Work w = staging_.begin(send, recv, d.count, d.dtype);  // float32, reduced in place
+    all_.allreduce(d, w.buf, w.buf, d.count, w.dtype, d.op, div);
+    Staging::finish(w, recv, d.count, d.dtype);
+  }
+  failures_.confirm(d);
 }
 
 void Engine::broadcast(const OpDesc& d, const void* send, void* recv) {
   const std::size_t bytes = d.count * dtype_size(d.dtype);
   if (links_.rank() == d.root && bytes && send != recv) std::memmove(recv, send, bytes);
   all_.broadcast(d, recv, bytes, d.root);
+  failures_.confirm(d);
 }
 
 void Engine::allgather(const OpDesc& d, const void* send, void* recv) {
@@ -44,6 +52,7 @@ void Engine::allgather(const OpDesc& d, const void* send, void* recv) {
   auto* own = static_cast<std::uint8_t*>(recv) + static_cast<std::size_t>(links_.rank()) * bytes;
   if (bytes && send != own) std::memmove(own, send, bytes);
   all_.allgather(d, recv, bytes);
+  failures_.confirm(d);
 }
 
 void Engine::reduce_scatter(const OpDesc& d, const void* send, void* recv) {
@@ -59,6 +68,7 @@ void Engine::reduce_scatter(const OpDesc& d, const void* send, void* recv) {
   } else {
     all_.reduce_scatter(d, send, staging_.bytes(total * esz), recv, d.count, d.dtype, d.op, div);
   }
+  failures_.confirm(d);
 }
 
 }  // namespace dtrain::coll::tcp

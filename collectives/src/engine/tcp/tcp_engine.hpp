@@ -2,7 +2,8 @@
 // TCP engine: every rank of the group over sockets. The engine owns its collaborators and routes
 // each call to one of them:
 //   Links     the connected sockets (links.hpp), made by the Bootstrap (bootstrap.hpp)
-//   Failures  how the group fails together: the store's abort record, shut sockets (failures.hpp)
+//   Failures  how the group fails together: the store's abort record, shut sockets, and one outcome
+//             of every collective on every rank (failures.hpp)
 //   Channel   the collectives' exchanges (channel.hpp), with the Inbox of point-to-point frames it
 //             meets on the way (wire.hpp)
 //   P2p       point-to-point messages (p2p.hpp)
@@ -35,6 +36,9 @@ class Engine final : public coll::Engine {
   void sendrecv(const P2pMsg* out, const P2pMsg* in) override { p2p_.sendrecv(out, in); }
   Peek peek(int peer, std::uint64_t& fp0, std::uint64_t& fp1) override { return p2p_.peek(peer, fp0, fp1); }
   void abort(dtrain_status_t status, const std::string& msg) noexcept override { failures_.abort(status, msg); }
+  // Throws when a peer gave up on collective d, which is done on this rank (Failures::confirm); every
+  // collective above ends with it, the hierarchical engine's leaders call it after their part.
+  void confirm(const OpDesc& d) { failures_.confirm(d); }
 
   // For the hierarchical engine, which runs its leaders' group over this channel and progresses a
   // socket and a shared-memory ring together.

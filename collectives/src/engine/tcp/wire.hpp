@@ -1,6 +1,7 @@
 #pragma once
 // What travels on a TCP engine socket: every message is a WireHeader and its payload, on one of two
-// channels: a collective's (channel.hpp) or a point-to-point message's (p2p.hpp). A point-to-point
+// channels: a collective's (channel.hpp) or a point-to-point message's (p2p.hpp); and last, from a
+// rank that gave up on a collective, a kGiveUp header. A point-to-point
 // frame that a collective meets on the way (the peer sent it before entering the collective) is
 // read whole into the peer's Inbox, where the matching receive finds it. Both ends run the same
 // build: host byte order.
@@ -17,7 +18,7 @@ namespace dtrain::coll::tcp {
 
 struct WireHeader {
   std::uint32_t magic;
-  std::uint32_t channel;  // kCollective or kP2p
+  std::uint32_t channel;  // kCollective, kP2p or kGiveUp
   std::uint64_t seq;      // the collective call's number, or the message's number between the pair
   std::uint64_t fp0;      // fingerprint (OpDesc or P2pDesc)
   std::uint64_t fp1;
@@ -27,6 +28,9 @@ static_assert(sizeof(WireHeader) == 40);
 inline constexpr std::uint32_t kWireMagic = 0x3147534d;  // "MSG1"
 inline constexpr std::uint32_t kCollective = 0;
 inline constexpr std::uint32_t kP2p = 1;
+// A header alone, on the control channel: its sender gave up on collective call seq and sends nothing
+// more (failures.hpp).
+inline constexpr std::uint32_t kGiveUp = 2;
 
 // A point-to-point frame read off the socket before its receive came.
 struct Parked {

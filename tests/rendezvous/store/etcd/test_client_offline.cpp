@@ -81,6 +81,13 @@ TEST_SUITE("etcd::client") {
     CHECK_THROWS_WITH_AS(Watch(o, "k", "", 0), doctest::Contains("is etcd running there?"), dtrain::IoError);
     CHECK(seconds_since(t0) < 2.0);
 
+    Options unknown = o;
+    unknown.endpoint = "dtrain-no-such-host.invalid:2379";  // RFC 2606: never resolves
+    CHECK_THROWS_WITH_AS(Client(unknown).range("k"),
+                         doctest::Contains("dtrain-no-such-host.invalid:2379 (/v3/kv/range): the host name does not "
+                                           "resolve ("),
+                         dtrain::IoError);
+
     SilentPort silent;
     o.endpoint = "127.0.0.1:" + std::to_string(silent.port);
     Client s(o);

@@ -21,7 +21,10 @@ namespace dtrain::rdzv {
 
 class Heartbeat {
  public:
-  explicit Heartbeat(std::chrono::milliseconds interval) : interval_(interval) {}
+  // `reply_timeout`: how long a heartbeat's reply may take before the rendezvous counts as lost (a
+  // node cut off from it hears nothing at all: no error, only silence).
+  Heartbeat(std::chrono::milliseconds interval, std::chrono::milliseconds reply_timeout)
+      : interval_(interval), reply_timeout_(reply_timeout) {}
   ~Heartbeat() { stop(); }
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -37,6 +40,7 @@ class Heartbeat {
   void loop(TcpStore& session, int node_rank, const std::function<void(const std::string&)>& on_lost);
 
   const std::chrono::milliseconds interval_;
+  const std::chrono::milliseconds reply_timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

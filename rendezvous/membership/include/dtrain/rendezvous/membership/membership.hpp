@@ -59,7 +59,8 @@ struct JoinProgress {
   std::chrono::milliseconds elapsed{0};
   std::chrono::milliseconds timeout{0};
   // "waiting for nodes 2/3 (missing: node 2) 12 s / 600 s", or
-  // "waiting for the rendezvous at 10.0.0.1:29400 (not reachable yet) 12 s / 600 s"
+  // "waiting for the rendezvous at 10.0.0.1:29400 (not reachable yet) 12 s / 600 s", or
+  // "waiting for the rendezvous at m0:29400 (the name 'm0' does not resolve: ...) 2 s / 600 s"
   std::string line() const;
 };
 

@@ -61,12 +61,20 @@ struct ClientOptions {
   std::string run_id;
   int generation = 0;
   std::chrono::milliseconds connect_timeout{30000};
+  // How long a host name the resolver definitively does not know (EAI_NONAME, EAI_FAIL) is tried
+  // again (a peer's name may be published a little late) before connect_store() gives up with a
+  // ConfigError; a temporary failure (EAI_AGAIN) is retried until connect_timeout.
+  std::chrono::milliseconds resolve_grace{10000};
   std::string client_name;  // shown in server logs, e.g. "agent node 1" or "rank 3"
   std::shared_ptr<Canceller> cancel;  // optional: raised elsewhere, connect_store() throws Cancelled
   // optional: called (on the connecting thread) after each attempt that found nothing to connect
-  // to, with the time since connect_store() began and why ("Connection refused")
+  // to, with the time since connect_store() began and why ("Connection refused", or a why that
+  // contains kDoesNotResolve)
   std::function<void(std::chrono::milliseconds elapsed, const std::string& why)> on_retry;
 };
+
+// In the `why` of a connect attempt whose host name did not resolve.
+inline constexpr std::string_view kDoesNotResolve = "does not resolve";
 
 class TcpStore : public Store {
  public:
@@ -113,6 +121,7 @@ class TcpStore : public Store {
   std::mutex mu_;
   std::atomic<bool> closed_{false};
   bool peer_closed_ = false;  // the server closed or reset the connection (retried in the handshake)
+  bool unknown_name_ = false;  // the resolver said the host name does not exist (open_socket)
   wire::Decoder decoder_;
   std::string local_addr_;
 };
