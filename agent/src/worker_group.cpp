@@ -93,8 +93,9 @@ void WorkerGroup::spawn(const config::RankInfo& r, const EnvMap& env,
   req.stdio[2] = err.fd[1];
   req.status_fd = status_wr_;
   req.die_with_parent = true;
-  // The agent's session: a session of its own put each worker in a scheduler autogroup of its own
-  // (kernel.sched_autogroup_enabled), which lengthened every collective's wake-ups (bench/launch/steps.sh).
+  // The agent's session, as a shell's job or torchrun's worker: with a session of its own each worker
+  // was a scheduler autogroup of its own (kernel.sched_autogroup_enabled), which the scheduler shares
+  // the CPU between as between users' logins (bench/launch/steps.sh measures the per-step cost).
   req.own_session = false;
   w->started = Clock::now();
   pid_t pid = spawn_process(req);
