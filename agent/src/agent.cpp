@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "dtrain/agent/stacks.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/log.hpp"
@@ -174,7 +175,17 @@ void Agent::Impl::execute(const job::Finish& a) {
 
 // A hang: the rank the job hangs on, when it is one of this node's, is its root cause (alive, exit 70).
 void Agent::Impl::hung(const ProgressWatch::Hang& hang) {
+  if (machine.state() != JobState::running || machine.stop_reason() != StopReason::none) return;
   result.hang = hang.lines;
+  // every rank's Python stack, before they are stopped (the loop waits for them, 2 s at most)
+  if (!gen.board().empty()) {
+    std::vector<int> ranks;
+    for (const auto& r : opt.plan.ranks)
+      if (r.node_rank == opt.plan.identity.node_rank) ranks.push_back(r.rank);
+    auto stacks = dump_stacks(gen.board().dir(), ranks);
+    result.stack_summary = stack_summary(stacks);
+    result.stacks = stack_lines(stacks);
+  }
   std::optional<WorkerExit> culprit = hang.culprit >= 0 ? gen.group().running(hang.culprit) : std::nullopt;
   if (culprit) {
     culprit->exit_code = exit_code::hang;
