@@ -1,6 +1,7 @@
 // dtrain status --rdzv ADDR:PORT [--token-file F] [--run-id ID] [--json] [--watch] [--interval S]:
 // the nodes of a job as the rendezvous sees them. Without --rdzv: the jobs this machine runs, rank by
-// rank, with each worker's last collective and the ranks that are stuck (agent/hang.hpp).
+// rank, with each worker's last collective and the ranks that are stuck (agent/hang.hpp), and with
+// --stacks each rank's Python stack (agent/stacks.hpp).
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
@@ -15,6 +16,7 @@
 
 #include "app.hpp"
 #include "dtrain/agent/hang.hpp"
+#include "dtrain/agent/stacks.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/progress_page.hpp"
 #include "dtrain/common/net.hpp"
@@ -32,6 +34,7 @@ struct StatusArgs {
   std::string run_id;
   bool json = false;
   bool watch = false;
+  bool stacks = false;
   double interval_s = 2;
 };
 
@@ -121,6 +124,12 @@ std::string local_snapshot(const StatusArgs& a) {
       p.state = agent::process_state(p.pid);
     }
     auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(agent::kStuckAfterS));
+    std::vector<agent::RankStack> stacks;
+    if (a.stacks) {
+      std::vector<int> ranks;
+      for (const auto& p : pages) ranks.push_back(p.rank);
+      stacks = agent::dump_stacks(run.run_dir, ranks);
+    }
     if (a.json) {
       std::string unseen;
       for (int r : d.unseen) unseen += (unseen.empty() ? "" : ",") + std::to_string(r);
@@ -130,7 +139,13 @@ std::string local_snapshot(const StatusArgs& a) {
                            d.hung ? "true" : "false", json_escape(d.verdict), unseen);
       for (std::size_t i = 0; i < d.lines.size(); ++i)
         items += (i ? "," : "") + json_escape(d.lines[i]);
-      items += "]}";
+      items += "]";
+      if (a.stacks) {
+        std::string all;
+        for (const auto& l : agent::stack_lines(stacks)) all += (all.empty() ? "" : ",") + json_escape(l);
+        items += ",\"stacks\":[" + all + "]";
+      }
+      items += "}";
       continue;
     }
     out += fmt::format("{}run {}  node {}  agent pid {}  ({})\n", out.empty() ? "" : "\n", run.run_id, run.node_rank,
@@ -138,6 +153,10 @@ std::string local_snapshot(const StatusArgs& a) {
     for (const auto& l : d.lines) out += "  " + l + "\n";
     if (!d.unseen.empty()) out += "  " + agent::unseen_text(d) + "\n";
     if (d.hung) out += "  stuck: " + d.verdict + "\n";
+    if (!a.stacks) continue;
+    out += "  Python stacks (each rank's main thread; all threads below):\n";
+    for (const auto& l : agent::stack_summary(stacks)) out += "    " + l + "\n";
+    for (const auto& l : agent::stack_lines(stacks)) out += "  " + l + "\n";
   }
   if (a.json) return "{\"runs\":[" + items + "]}\n";
   return out.empty() ? "no dtrain job runs on this machine (for this user)\n" : out;
@@ -168,6 +187,9 @@ std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
 
 int status(const StatusArgs& a) {
   if (a.interval_s <= 0) throw ConfigError(fmt::format("--interval {}: must be positive", a.interval_s));
+  if (a.stacks && !a.rdzv.empty())
+    throw ConfigError("--stacks shows the ranks of this machine's jobs: run `dtrain status --stacks` on each node, "
+                      "without --rdzv");
   rdzv::ClientOptions co;
   if (!a.rdzv.empty()) {
     auto hp = net::parse_host_port(a.rdzv, "--rdzv");
@@ -220,6 +242,8 @@ void register_status(CLI::App& app, Runner& run) {
   sub->add_option("--run-id", args->run_id, "show only this run (default: every run the rendezvous knows)");
   sub->add_flag("--json", args->json, "print one JSON object instead of a table");
   sub->add_flag("--watch", args->watch, "refresh until interrupted");
+  sub->add_flag("--stacks", args->stacks,
+                "also show each rank's Python stack, all threads (this machine's jobs; a native rank: \"no stack\")");
   sub->add_option("--interval", args->interval_s, "seconds between refreshes with --watch")->capture_default_str();
   sub->callback([args, &run] { run = [args] { return status(*args); }; });
 }

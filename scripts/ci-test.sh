@@ -16,14 +16,13 @@
 # Any failure, sanitizer report, leak or fuzzer finding fails the run. Each stage's wall time is
 # printed at the end.
 #   DTRAIN_CI_FUZZ_SECONDS  seconds per fuzz target (default 45)
-#   DTRAIN_CI_STAGES        stages to run (default "release asan tsan fuzz"; "trixie" is not among the
-#                           defaults while the torch backend does not build on torch 2.6)
+#   DTRAIN_CI_STAGES        stages to run (default "release asan tsan fuzz trixie")
 #   DTRAIN_CI_OVERLAP       1 (default): build the next stage during this one's tests (and the
 #                           trixie stage from the start); 0: do not
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzz_seconds=${DTRAIN_CI_FUZZ_SECONDS:-45}
-stages=${DTRAIN_CI_STAGES:-release asan tsan fuzz}
+stages=${DTRAIN_CI_STAGES:-release asan tsan fuzz trixie}
 overlap=${DTRAIN_CI_OVERLAP:-1}
 # The threaded tests TSan checks (built alone: the rest of the suite runs under ASan): collectives
 # ranks as threads, the rendezvous server with its clients, and multi-node launches (the agent's

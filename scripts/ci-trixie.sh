@@ -203,6 +203,13 @@ check_cleanup() {
   say "cleanup check: a run in the tree killed by SIGINT (Ctrl-C), SIGTERM or SIGKILL leaves no process and no mount"
 }
 
+# A test known to fail at times for a reason in torch itself: torch 2.6's gloo at times aborts one
+# rank at its exit, after destroy_process_group ("terminate called without an active exception":
+# once in about ten runs of the 4-rank gloo job of test_examples_torch_ddp here, by hand as under
+# dtrain launch; pytorch/pytorch#190489). When such tests alone fail, they run once more, and the
+# stage says so; any other failure fails the stage at once.
+torch_flaky='^test_examples_torch_ddp$'
+
 # Any test that fails, is skipped or did not run fails the stage.
 test_in_tree() {
   [ -f "$build/CMakeCache.txt" ] || die "nothing built in $build (scripts/ci-trixie.sh build)"
@@ -213,6 +220,17 @@ test_in_tree() {
            2>&1 | tee $(printf %q "$log"); exit \${PIPESTATUS[0]}" || rc=$?
   if grep -q "The following tests did not run" "$log"; then
     die "tests were skipped in the tree (each must run on torch 2.x: a skip fails this stage); see $log"
+  fi
+  if [ "$rc" -ne 0 ]; then
+    local failed
+    failed=$(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (Failed).*/\1/p' "$log")
+    if [ -n "$failed" ] && ! grep -Evq "$torch_flaky" <<<"$failed" && ! grep -q "(Timeout)" "$log" &&
+       grep -q "terminate called without an active exception" "$log"; then
+      say "FLAKY: $(paste -sd' ' <<<"$failed") failed as torch 2.6's gloo does at times (see torch_flaky): once more"
+      rc=0
+      in_tree "ctest --test-dir $(printf %q "$build") --output-on-failure --rerun-failed --timeout 600 \
+               2>&1 | tee -a $(printf %q "$log"); exit \${PIPESTATUS[0]}" || rc=$?
+    fi
   fi
   [ "$rc" -eq 0 ] || die "tests failed in the tree (ctest's exit status $rc); see $log"
   cuda_syntax_here

@@ -49,10 +49,13 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
                   const EnvMap& base) {
   EnvMap env = base;
   for (const auto& [k, v] : plan.spec.env) env[k] = v;
-  // Workers import `dtrain` and `dtrain.torch` with no PYTHONPATH of their own (theirs stays after).
+  // Workers import `dtrain` and `dtrain.torch` with no PYTHONPATH of their own (theirs stays after),
+  // and run dtrain's start-up hook (python/dtrain/_startup/sitecustomize.py: stacks on a signal,
+  // torch.distributed's calls on the progress page), which runs the sitecustomize it hides.
   if (const std::string& py = python_package_dir(); !py.empty()) {
+    const std::string ours = py + "/dtrain/_startup:" + py;
     const auto user = env.find("PYTHONPATH");
-    env["PYTHONPATH"] = user == env.end() || user->second.empty() ? py : py + ":" + user->second;
+    env["PYTHONPATH"] = user == env.end() || user->second.empty() ? ours : ours + ":" + user->second;
   }
 
   const int local_world = plan.procs_per_instance;

@@ -1,6 +1,7 @@
 // The current generation of this node's workers (generation.hpp).
 #include "generation.hpp"
 
+#include "dtrain/agent/stacks.hpp"
 #include "dtrain/common/log.hpp"
 #include "dtrain/common/shm_names.hpp"
 #include "failure_report.hpp"
@@ -15,7 +16,15 @@ void Generation::begin() {
 
 void Generation::spawn(const config::RankInfo& r, EnvMap env, const std::filesystem::path& attempt_dir,
                        const std::optional<std::filesystem::path>& logs, bool reap_escapees) {
-  if (std::string page = board_.reset(r.rank); !page.empty()) env["DTRAIN_PROGRESS_FILE"] = page;
+  if (std::string page = board_.reset(r.rank); !page.empty()) {
+    env["DTRAIN_PROGRESS_FILE"] = page;
+    // where its Python start-up hook writes its stacks (stacks.hpp); an earlier worker's file names
+    // a process that is gone
+    auto stacks = stacks_file(std::filesystem::path(page).parent_path(), r.rank);
+    std::error_code ec;
+    std::filesystem::remove(stacks, ec);
+    env["DTRAIN_STACKS_FILE"] = stacks.string();
+  }
   error_files_[r.rank] = env["TORCHELASTIC_ERROR_FILE"] = prepare_error_file(attempt_dir, r.rank).string();
   watch_escapees(reap_escapees);
   group_.spawn(r, env, logs);

@@ -107,9 +107,11 @@ std::string ranks_text(const std::vector<int>& ranks) {
 std::string unseen_text(const Diagnosis& d) {
   if (d.unseen.empty()) return "";
   bool one = d.unseen.size() == 1;
-  return fmt::format("rank{} {}: dtrain cannot see into {}: no dtrain collective call yet (gloo, NCCL or other "
-                     "traffic is invisible to it), so busy, idle or stuck, it cannot tell",
-                     one ? "" : "s", ranks_text(d.unseen), one ? "it" : "them");
+  return fmt::format("rank{} {}: no collective call on {} progress page{} yet (calls of dtrain's collectives and of "
+                     "torch.distributed in Python show there; other traffic does not): `dtrain status --stacks` "
+                     "shows where {}",
+                     one ? "" : "s", ranks_text(d.unseen), one ? "its" : "their", one ? "" : "s",
+                     one ? "it is" : "they are");
 }
 
 std::string diagnosis_text(const Diagnosis& d) {
@@ -165,7 +167,7 @@ Diagnosis diagnose(const std::vector<RankProgress>& ranks, std::int64_t now, dou
       }
       if (r.page.in_call()) continue;
       if (!seen(r))
-        behind.push_back(fmt::format("rank {} made no dtrain collective call (dtrain cannot see where it is)", r.rank));
+        behind.push_back(fmt::format("rank {} made no collective call (its Python stack shows where it is)", r.rank));
       else if (before)
         behind.push_back(fmt::format("rank {} stopped calling: its last collective, {}, returned {:.1f} s ago", r.rank,
                                      call_text(r.page), seconds(now - r.page.end_ns)));

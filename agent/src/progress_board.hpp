@@ -25,6 +25,7 @@ class ProgressBoard {
   std::string reset(int rank);
   std::vector<RankProgress> snapshot() const;
   bool empty() const { return pages_.empty(); }
+  const std::filesystem::path& dir() const { return dir_; }  // the run folder: the pages, the stacks files
 
  private:
   std::filesystem::path dir_;

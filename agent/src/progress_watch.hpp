@@ -1,7 +1,7 @@
 #pragma once
 // The watch over this node's ranks while they run: once a second it reads their progress pages
 // (progress_board.hpp) and their processes' states (/proc/PID/stat), diagnoses them (hang.hpp: where
-// each rank is, which ones dtrain cannot see into, which one the others wait for), publishes that
+// each rank is, which ones made no call yet, which one the others wait for), publishes that
 // text (AgentHooks::on_progress: `dtrain status --rdzv` shows it), and reports a hang: a rank that
 // waited in one collective for output.hang_timeout_s, or a rank stopped by a signal for
 // kStoppedAfterS. When the rank the others wait for is on this node, the hang names it (culprit);

@@ -106,6 +106,11 @@ std::string summary_text(const AgentResult& r) {
     s += "  where each rank of this node was:\n";
     for (const auto& l : r.hang) s += fmt::format("    {}\n", visible_lines(l));
   }
+  if (!r.stacks.empty()) {
+    s += "  Python stacks (each rank's main thread; all threads below):\n";
+    for (const auto& l : r.stack_summary) s += fmt::format("    {}\n", l);
+    for (const auto& l : r.stacks) s += fmt::format("    {}\n", l);
+  }
   if (!r.other_failures.empty()) {
     s += "  other workers that did not exit 0:\n";
     for (const auto& w : r.other_failures)
@@ -129,7 +134,8 @@ std::string success_line(const AgentResult& r) {
 std::string summary_json(const AgentResult& r) {
   nlohmann::json j{{"exit_code", r.exit_code}, {"restarts", r.restarts}, {"reason", r.reason},
                    {"run_dir", r.run_dir}, {"logs", r.logs}, {"ranks", r.ranks},
-                   {"duration_s", r.duration_s}, {"hang", r.hang}};
+                   {"duration_s", r.duration_s}, {"hang", r.hang},
+                   {"stack_summary", r.stack_summary}, {"stacks", r.stacks}};
   j["root_cause"] = r.root_cause ? exit_json(*r.root_cause) : nlohmann::json(nullptr);
   j["other_failures"] = nlohmann::json::array();
   for (const auto& w : r.other_failures) j["other_failures"].push_back(exit_json(w));

@@ -72,7 +72,7 @@ TEST_SUITE("agent::hang") {
                       now, 30);
     CHECK(d.hung);
     CHECK(d.verdict == "no progress for 31 s: ranks 0-2 wait in allreduce #57 (4.0 MiB); rank 3 stopped calling: "
-                       "its last collective, allreduce #56 (64 B), returned 32.0 s ago; rank 4 made no dtrain collective call (dtrain cannot see where it is)");
+                       "its last collective, allreduce #56 (64 B), returned 32.0 s ago; rank 4 made no collective call (its Python stack shows where it is)");
     // the one furthest behind is the one they wait for: no call at all
     CHECK(d.culprit == 4);
     CHECK_FALSE(d.stopped);

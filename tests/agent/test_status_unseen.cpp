@@ -1,4 +1,4 @@
-// `dtrain status` says which ranks it cannot see into (no dtrain collective call: gloo or NCCL traffic
+// `dtrain status` says which ranks have no collective call on their pages (gloo or NCCL traffic
 // is invisible to it) instead of implying they are idle; the hang verdict says the same.
 #include <doctest/doctest.h>
 
@@ -60,15 +60,17 @@ TEST_SUITE("agent::status_unseen") {
     auto d = diagnose({in_call(0, 3, now - kS), RankProgress{1, {}}, RankProgress{2, {}}}, now, 10);
     CHECK(d.unseen == std::vector<int>{1, 2});
     CHECK(d.lines[1] == "rank 1: unseen (no dtrain collective call yet)");
-    CHECK(unseen_text(d) == "ranks 1-2: dtrain cannot see into them: no dtrain collective call yet (gloo, NCCL or "
-                            "other traffic is invisible to it), so busy, idle or stuck, it cannot tell");
+    CHECK(unseen_text(d) == "ranks 1-2: no collective call on their progress pages yet (calls of dtrain's collectives "
+                            "and of torch.distributed in Python show there; other traffic does not): `dtrain status "
+                            "--stacks` shows where they are");
     CHECK(diagnosis_text(d).find("\n" + unseen_text(d)) != std::string::npos);
     auto all = diagnose({in_call(0, 3, now - kS)}, now, 10);
     CHECK(all.unseen.empty());
     CHECK(unseen_text(all).empty());
     CHECK(diagnosis_text(all) == "rank 0: in allreduce #3 (64 B) for 1.0 s");
     auto one = diagnose({RankProgress{4, {}}}, now, 10);
-    CHECK(unseen_text(one).rfind("rank 4: dtrain cannot see into it:", 0) == 0);
+    CHECK(unseen_text(one).rfind("rank 4: no collective call on its progress page yet (", 0) == 0);
+    CHECK(unseen_text(one).find("shows where it is") != std::string::npos);
   }
 
   TEST_CASE("dtrain status on a job whose workers never call dtrain's collectives") {
@@ -90,7 +92,8 @@ TEST_SUITE("agent::status_unseen") {
     }, 30);
     CHECK_MESSAGE(seen, out);
     CHECK(out.find("  rank 0: unseen (no dtrain collective call yet)\n") != std::string::npos);
-    CHECK(out.find("  ranks 0-1: dtrain cannot see into them: no dtrain collective call yet") != std::string::npos);
+    CHECK(out.find("  ranks 0-1: no collective call on their progress pages yet (") != std::string::npos);
+    CHECK(out.find("cannot see") == std::string::npos);
     CHECK(out.find("no collective call yet") == std::string::npos);  // never the words that meant "idle"
     REQUIRE(run_dtrain(t, {"status", "--run-id", run_id, "--json"}, out) == 0);
     auto j = nlohmann::json::parse(out, nullptr, false);
@@ -101,7 +104,7 @@ TEST_SUITE("agent::status_unseen") {
     CHECK(wait_child(job, 30) == 143);
   }
 
-  TEST_CASE("dtrain status --rdzv: each node names the ranks it cannot see into") {
+  TEST_CASE("dtrain status --rdzv: each node names the ranks with no call on their pages") {
     mn::Job j(2, 1, "exec sleep 60");
     mn::Node n0 = j.node(0), n1 = j.node(1);
     std::string out;
@@ -112,8 +115,8 @@ TEST_SUITE("agent::status_unseen") {
              out.find("rank 0: unseen (no dtrain collective call yet)") != std::string::npos;
     }, 30);
     CHECK_MESSAGE(seen, out);
-    CHECK_MESSAGE(out.find("  rank 0: dtrain cannot see into it: no dtrain collective call yet") != std::string::npos, out);
-    CHECK_MESSAGE(out.find("  rank 1: dtrain cannot see into it: no dtrain collective call yet") != std::string::npos, out);
+    CHECK_MESSAGE(out.find("  rank 0: no collective call on its progress page yet (") != std::string::npos, out);
+    CHECK_MESSAGE(out.find("  rank 1: no collective call on its progress page yet (") != std::string::npos, out);
     ::kill(n0.pid, SIGTERM);
     CHECK(mn::finish(n0, 30) == 143);
     CHECK(mn::finish(n1, 30) == 143);

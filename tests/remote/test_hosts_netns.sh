@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# One `dtrain launch -H` for 3 hosts in network namespaces (tests/multinode/netns.sh), the hosts
-# reached through a launch agent: AGENT=ssh, Debian's sshd in each host (keys made here) with the
-# head on host 0; AGENT=netns, `ip netns exec` with the head outside the hosts. Cases: the job runs
-# and every host's output comes back tagged; the token is in no command line or agent's
-# environment; a worker's failure is the head's exit status; Ctrl-C at the head, the cut of a host
-# and the head's death each leave no dtrain or worker process on any host.
+# One `dtrain launch -H` (or --hostfile) for 3 hosts in network namespaces (multinode/netns.sh),
+# the hosts reached through a launch agent: AGENT=ssh, Debian's sshd in each host (keys made here)
+# with the head on host 0 and -H; AGENT=netns, `ip netns exec` with the head outside the hosts and
+# a hostfile. Cases: the job runs and every host's output comes back tagged; the token is in no
+# command line or agent's environment; a worker's failure is the head's exit status; Ctrl-C at the
+# head, the cut of a host and the head's death each leave no dtrain or worker process on any host.
 # Exit 77 (skipped, reason printed) where namespaces (or, for ssh, sshd) are not there.
 #
 #   test_hosts_netns.sh DTRAIN_BIN NETNS_SH ssh|netns
@@ -68,11 +68,15 @@ EOF2
     done
   done
   launch_agent="ssh -F $tmp/ssh_config"
+  hosts_words=(-H "$hosts")
   # the head on host 0 (its own node started directly), the others over ssh
   head_cmd() { exec bash "$netns" exec "$prefix" 0 "$@"; }
 else
   launch_agent="ip netns exec"
   head_cmd() { exec "$@"; }  # outside the hosts: every node through the agent
+  # the hosts from a hostfile of the head's, as mpirun's and DeepSpeed's are written
+  printf '# the test hosts\n%s slots=1\n%s:1   # the second\n%s\n' "$prefix-n0" "$prefix-n1" "$prefix-n2" >"$tmp/hostfile"
+  hosts_words=(--hostfile "$tmp/hostfile")
 fi
 cleanup_sshd() { for p in "${sshd_pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; }
 trap 'cleanup_sshd; netns_end' EXIT
@@ -94,7 +98,7 @@ head_pid=
 # start NAME PORT: the head, in the background ($! is the head itself: head_cmd execs it)
 start() {
   local name=$1 port=$2
-  head_cmd "$bin" launch --no-progress -H "$hosts" --launch-agent "$launch_agent" --token-file "$tmp/token" \
+  head_cmd "$bin" launch --no-progress "${hosts_words[@]}" --launch-agent "$launch_agent" --token-file "$tmp/token" \
     --rdzv-endpoint "$prefix-n0:$port" "$tmp/$name/job.json" >"$tmp/$name/out" 2>"$tmp/$name/err" </dev/null &
   head_pid=$!
 }

@@ -24,7 +24,8 @@ dist.all_reduce(t)
 lib = [l.split()[-1] for l in open("/proc/self/maps") if "libdtrain_collectives" in l][0]
 print(f"rank {dist.get_rank()}: sum {t[0]:g} with {dtrain.torch.__file__} on {lib}; PYTHONPATH={os.environ['PYTHONPATH']}")
 PY
-out=$(cd "$tmp" && env -i PATH=/usr/bin:/bin HOME=/tmp LC_ALL=C DTRAIN_TEST_GPUS=0 \
+# A clean environment but for torch's own USE_LIBUV (Debian 13's torch 2.6 has no libuv: tests/torch)
+out=$(cd "$tmp" && env -i PATH=/usr/bin:/bin HOME=/tmp LC_ALL=C DTRAIN_TEST_GPUS=0 ${USE_LIBUV:+USE_LIBUV=$USE_LIBUV} \
       "$prefix/bin/dtrain" launch --python "$python" --nproc-per-node 2 worker.py 2>&1) ||
   { echo "FAIL: the installed dtrain launch:"; echo "$out"; exit 1; }
 for r in 0 1; do

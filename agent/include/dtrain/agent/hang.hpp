@@ -43,8 +43,9 @@ struct Diagnosis {
   bool hung = false;               // a rank has been in one call for at least the threshold
   std::string verdict;             // "no progress for 31 s: ranks 0-2 wait in allreduce #57 (4.0 MiB); rank 3 ..."
   std::vector<std::string> lines;  // one per rank: "rank 0: in allreduce #57 (4.0 MiB) for 31.2 s"
-  // Ranks dtrain cannot see into: no dtrain collective call yet (what they do through gloo, NCCL or
-  // anything else is invisible to it: busy, idle or stuck, it cannot tell).
+  // Ranks with no collective call on their pages yet (dtrain's collectives and, through dtrain's
+  // Python start-up hook, torch.distributed's calls write them; other traffic does not): their
+  // Python stacks (stacks.hpp) show where they are.
   std::vector<int> unseen;
   // The rank the others wait for, when this node has it: stopped (state T for kStoppedAfterS), or,
   // once the threshold passed, the rank furthest behind the call the longest waiters are in; -1 none.
@@ -54,7 +55,8 @@ struct Diagnosis {
   double waited_s = 0;    // the longest wait in one call
 };
 
-// "ranks 0-3: dtrain cannot see into them: ..." ("" when every rank made a dtrain collective call).
+// "ranks 0-3: no collective call on their progress pages yet (...): `dtrain status --stacks` shows
+// where they are" ("" when every rank made a call).
 std::string unseen_text(const Diagnosis& d);
 
 // `now_ns` on the pages' clock (CLOCK_MONOTONIC); `threshold_s` > 0.

@@ -22,6 +22,9 @@ struct AgentResult {
   int node_rank = 0;                         // this node's rank (of the last generation)
   double duration_s = 0;                     // from the start of run() to the end
   std::vector<std::string> hang;             // the stuck ranks and where, when the job hung
+  // when the job hung: where each rank of this node was in Python (stacks.hpp's stack_summary), and
+  // every rank's full dump (stack_lines)
+  std::vector<std::string> stack_summary, stacks;
 };
 
 // Human summary of a failed run (what dtrain launch prints at the end) and its JSON form.
