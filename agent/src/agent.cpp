@@ -84,6 +84,9 @@ void Agent::Impl::open_loop() {
   notice.open(loop);
   inbox.open(loop, [this](const Event& e) {
     if (e.kind == Event::Kind::go && e.plan) adopt_plan(*e.plan);
+    // the job hangs, seen on another node: this node's stacks go in its summary too
+    if (e.kind == Event::Kind::abort && e.exit_code == exit_code::hang && machine.state() == JobState::running)
+      record_stacks();
     apply(job::Remote{e});
   });
 }
@@ -177,15 +180,7 @@ void Agent::Impl::execute(const job::Finish& a) {
 void Agent::Impl::hung(const ProgressWatch::Hang& hang) {
   if (machine.state() != JobState::running || machine.stop_reason() != StopReason::none) return;
   result.hang = hang.lines;
-  // every rank's Python stack, before they are stopped (the loop waits for them, 2 s at most)
-  if (!gen.board().empty()) {
-    std::vector<int> ranks;
-    for (const auto& r : opt.plan.ranks)
-      if (r.node_rank == opt.plan.identity.node_rank) ranks.push_back(r.rank);
-    auto stacks = dump_stacks(gen.board().dir(), ranks);
-    result.stack_summary = stack_summary(stacks);
-    result.stacks = stack_lines(stacks);
-  }
+  record_stacks();
   std::optional<WorkerExit> culprit = hang.culprit >= 0 ? gen.group().running(hang.culprit) : std::nullopt;
   if (culprit) {
     culprit->exit_code = exit_code::hang;
@@ -195,6 +190,17 @@ void Agent::Impl::hung(const ProgressWatch::Hang& hang) {
   apply(job::Hung{hang.reason, culprit});
   // a stopped worker acts on the SIGTERM it was sent once it runs again: no grace period spent on it
   if (culprit && hang.state.rfind('T', 0) == 0) ::kill(-static_cast<pid_t>(culprit->pid), SIGCONT);
+}
+
+// Every local rank's Python stack, before the ranks are stopped (the loop waits for them, 2 s at most).
+void Agent::Impl::record_stacks() {
+  if (gen.board().empty() || !result.stacks.empty()) return;
+  std::vector<int> ranks;
+  for (const auto& r : opt.plan.ranks)
+    if (r.node_rank == opt.plan.identity.node_rank) ranks.push_back(r.rank);
+  auto stacks = dump_stacks(gen.board().dir(), ranks);
+  result.stack_summary = stack_summary(stacks);
+  result.stacks = stack_lines(stacks);
 }
 
 void Agent::Impl::fatal(const std::exception& e) {

@@ -96,6 +96,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void execute(const job::Collect& a);
   void execute(const job::Finish& a);
   void hung(const ProgressWatch::Hang& hang);
+  void record_stacks();
   void fatal(const std::exception& e);
 
   // WorkerGroup::Listener

@@ -95,6 +95,7 @@ class Head {
   UvHandle<uv_timer_t> timer_;
   std::vector<UvHandle<uv_signal_t>> signals_;
   std::optional<int> status_;
+  bool told_ = false;  // the hosts were told a signal
 };
 
 void on_alloc(uv_handle_t* handle, std::size_t, uv_buf_t* buf) {
@@ -176,7 +177,7 @@ void Head::exited(Host& h, std::int64_t status, int sig) {
   const bool lost = sig != 0 || (!h.direct && status == 255);
   if (lost && h.killed)
     say(fmt::format("host {} (node {}) did not end: its launch was killed", h.name, h.rank));
-  else if (lost)
+  else if (lost && !told_)  // once told to stop, a launch ended by that signal is no loss to report
     say(fmt::format("host {} (node {}): {} ended {} without dtrain's status: the host or its connection was lost",
                     h.name, h.rank, h.direct ? "dtrain" : job_.launch_agent.front(),
                     sig != 0 ? fmt::format("by signal {}", sig) : fmt::format("with {}", status)));
@@ -197,6 +198,7 @@ void Head::apply(const std::vector<HeadAction>& actions) {
         if (a.value == SIGTERM && !signals_.empty() && machine_.root_host() >= 0)
           say(fmt::format("stopping the hosts still running ({}): node {} ended", still_running(),
                           machine_.root_host()));
+        told_ = true;
         for (auto& h : hosts_) send(*h, fmt::format("{}\n", a.value == SIGINT ? "INT" : a.value == SIGHUP ? "HUP" : "TERM"));
         break;
       case HeadAction::arm_timer:

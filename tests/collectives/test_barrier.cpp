@@ -1,6 +1,6 @@
 // The shared-memory barrier (engine/shm/barrier.cpp) and what it asks Peers (peers.cpp) between its
-// sleeps, local ranks as threads over one segment: no rank passes a sync before every rank reached
-// it, thousands of times; mismatched calls fail on every rank with every rank's call listed; a
+// sleeps, local ranks as threads over one segment: the arrival words' give-up marks; no rank passes
+// a sync before every rank reached it, thousands of times; mismatched calls fail on every rank with every rank's call listed; a
 // sleeping rank is woken by a peer's abort or departure and fails naming it; a rank that never
 // arrives is named when the deadline passes.
 #include <doctest/doctest.h>
@@ -23,6 +23,22 @@ bool sleeping(const shm::Segment& s, std::uint32_t n) { return s.header().sleepe
 }  // namespace
 
 TEST_SUITE("collectives::shm::barrier") {
+  TEST_CASE("an arrival word given up for the next sync still says the rank reached this one") {
+    // A rank at sync 8 gives up on a peer that reached sync 7 only; slower ranks may still wait at 7.
+    std::atomic<std::uint64_t> word{7};
+    CHECK(shm::give_up_on(word, 8));
+    CHECK((word.load() & shm::kGivenUp) != 0);
+    CHECK(shm::reached(word.load(), 7));     // sync 7 passes for the ranks still in it
+    CHECK_FALSE(shm::reached(word.load(), 8));
+    CHECK(shm::give_up_on(word, 8));          // marked by another: still given up
+    CHECK_FALSE(shm::arrive(word, 7, 8));     // and its rank can no longer arrive at 8
+    // A rank that arrived first wins against the give-up.
+    std::atomic<std::uint64_t> early{7};
+    CHECK(shm::arrive(early, 7, 8));
+    CHECK_FALSE(shm::give_up_on(early, 8));
+    CHECK(early.load() == 8);
+  }
+
   TEST_CASE("no rank passes a sync before every rank reached it") {
     LocalGroup g;
     g.size = 3;

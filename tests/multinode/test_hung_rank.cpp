@@ -75,6 +75,9 @@ TEST_CASE("rank 3 SIGSTOPped: both nodes name it, stopped, and end as hung (70),
     CHECK(e0.find("root cause: rank 3 (local rank 1, node 1") != std::string::npos);
     CHECK(e1.find("root cause: rank 3 (local rank 1, node 1, pid ") != std::string::npos);
     CHECK(e1.find("hang: rank 3 (pid ") != std::string::npos);
+    // each node dumped its ranks' stacks: native workers, so none, and it says why
+    for (const auto* s : {&s0, &s1})
+      CHECK((*s)["stack_summary"].dump().find(": no stack: not a Python worker") != std::string::npos);
     // no survivor timed out: each was stopped by dtrain, or its collectives saw a peer stopped so fail
     for (const auto* s : {&s0, &s1})
       for (const auto& w : (*s)["other_failures"]) CHECK((w["stopped_by_agent"] == true || w["peer_failure"].is_number()));

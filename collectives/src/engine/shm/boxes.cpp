@@ -60,7 +60,7 @@ void Boxes::publish(const OpDesc& d, const std::uint8_t* send, std::size_t bytes
 }
 
 bool Boxes::arrived(int j) const {
-  return j == peers_.me() || seg_.box(j, calls_)->flag.load(std::memory_order_acquire) == calls_;
+  return j == peers_.me() || reached(seg_.box(j, calls_)->flag.load(std::memory_order_acquire), calls_);
 }
 
 // Until local rank j's flag; between sleeps the abort record, rank j's liveness, a peer in another
@@ -81,8 +81,8 @@ void Boxes::wait_for(const OpDesc& d, int j) {
   });
 }
 
-// A peer's flag of this box call is either the previous call's number or this one's (a peer is at
-// most one box call ahead, in the other box): reached() tells them apart.
+// A peer's flag of this box call is the previous call's number or this one's (a peer is at most one
+// box call ahead, in the other box), perhaps marked: reached() tells them apart.
 bool Boxes::give_up() {
   bool given_up = false;
   for (int k = 0; k < peers_.size(); ++k)

@@ -82,8 +82,10 @@ static_assert(sizeof(RankCtl) == 192, "three cache lines per rank");
 // it (barrier.hpp, boxes.hpp), and every rank fails the call.
 constexpr std::uint64_t kGivenUp = std::uint64_t{1} << 63;
 
-// Whether an arrival word's value v says its rank reached target.
-inline bool reached(std::uint64_t v, std::uint64_t target) { return (v & kGivenUp) == 0 && v >= target; }
+// Whether an arrival word's value v says its rank reached target. A mark (set only on a word below
+// the marker's target) keeps the number: a rank marked for its next sync still reached this one,
+// where slower ranks may still wait for it.
+inline bool reached(std::uint64_t v, std::uint64_t target) { return (v & ~kGivenUp) >= target; }
 // This rank arrives: its word moves from prev to next, unless a peer gave up on it first (false).
 // The compare-exchange decides between the two, so a sync passes on every rank or on none.
 inline bool arrive(std::atomic<std::uint64_t>& word, std::uint64_t prev, std::uint64_t next) {
@@ -93,9 +95,8 @@ inline bool arrive(std::atomic<std::uint64_t>& word, std::uint64_t prev, std::ui
 // or another), false when its rank reached target after all.
 inline bool give_up_on(std::atomic<std::uint64_t>& word, std::uint64_t target) {
   std::uint64_t v = word.load(std::memory_order_acquire);
-  while (!reached(v, target)) {
+  while (!reached(v, target))  // marked below target: given up for target too, whoever marked it
     if ((v & kGivenUp) != 0 || word.compare_exchange_weak(v, v | kGivenUp, std::memory_order_seq_cst)) return true;
-  }
   return false;
 }
 
