@@ -113,7 +113,7 @@ std::string describe_fingerprint(std::uint64_t fp0, std::uint64_t fp1) {
 }
 
 std::string seconds_text(std::chrono::milliseconds ms) {
-  if (ms.count() % 1000 == 0 && ms.count() < 1'000'000'000'000LL) return fmt::format("{} s", ms.count() / 1000);
+  if (ms.count() % 1000 == 0 && ms.count() < 1'000'000'000LL) return fmt::format("{} s", ms.count() / 1000);
   return fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000.0);
 }
 

@@ -109,7 +109,7 @@ struct P2pMsg {
   void* dst = nullptr;
 };
 
-// Seconds as text for messages: "30 s", "0.5 s", "1e+12 s" (the longest deadline).
+// Seconds as text for messages: "30 s", "0.5 s", "1e+09 s" (the longest deadline).
 std::string seconds_text(std::chrono::milliseconds ms);
 
 }  // namespace dtrain::coll

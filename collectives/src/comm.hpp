@@ -49,9 +49,9 @@ struct CommConfig {
 // timeout_s_override > 0 wins over DTRAIN_COLL_TIMEOUT_S. Throws ConfigError for malformed values.
 void apply_params(CommConfig& cfg, double timeout_s_override);
 
-// The longest deadline: about 31,700 years, "no practical deadline" (and far from overflowing a
-// steady_clock time point in nanoseconds).
-inline constexpr std::chrono::milliseconds kLongestDeadline{1'000'000'000'000'000LL};
+// The longest deadline: 1e9 s, about 31.7 years, "no practical deadline": 1e18 ns, so a steady_clock
+// time point (int64 nanoseconds, at most 9.2e18) plus it cannot overflow.
+inline constexpr std::chrono::milliseconds kLongestDeadline{1'000'000'000'000LL};
 
 // A deadline of `seconds` (> 0, +inf allowed): at least 1 ms, at most kLongestDeadline.
 std::chrono::milliseconds deadline_of(double seconds);

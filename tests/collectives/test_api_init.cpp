@@ -246,16 +246,16 @@ TEST_SUITE("collectives::init_config") {
     };
     CHECK(init_error(std::nan(""), DTRAIN_ERR_INVALID_ARGUMENT).find("config->timeout_s is nan") != std::string::npos);
     CHECK(init_error(-HUGE_VAL, DTRAIN_ERR_INVALID_ARGUMENT).find("config->timeout_s is -inf") != std::string::npos);
-    for (double huge : {HUGE_VAL, 1e300, 2e12}) {
+    for (double huge : {HUGE_VAL, 1e300, 2e9}) {
       CAPTURE(huge);
       const std::string m = init_error(huge, DTRAIN_ERR_TIMEOUT);
-      CHECK_MESSAGE(m.find("within 1e+12 s") != std::string::npos, m);
+      CHECK_MESSAGE(m.find("within 1e+09 s") != std::string::npos, m);
     }
     CHECK(init_error(1.5, DTRAIN_ERR_TIMEOUT).find("within 1.5 s") != std::string::npos);
     for (const char* huge : {"inf", "1e400"}) {
       ScopedEnv env("DTRAIN_COLL_TIMEOUT_S", huge);
       const std::string m = init_error(0, DTRAIN_ERR_TIMEOUT);
-      CHECK_MESSAGE(m.find("within 1e+12 s") != std::string::npos, m);
+      CHECK_MESSAGE(m.find("within 1e+09 s") != std::string::npos, m);
     }
     {
       ScopedEnv env("DTRAIN_COLL_TIMEOUT_S", "nan");

@@ -193,7 +193,7 @@ typedef struct {
   int size;                    /* number of ranks (required) */
   const dtrain_store_t* store; /* bootstrap store (required); the group's own: keys are used as given */
   double timeout_s;            /* per-call deadline; <= 0: DTRAIN_COLL_TIMEOUT_S (default 300); inf or
-                                  anything over 1e12: no practical deadline; NaN: refused */
+                                  anything over 1e9: no practical deadline; NaN: refused */
   const char* transport;       /* NULL/"auto" or "tcp" (sockets even within a host) */
   const char* host;            /* this rank's host identity; NULL: the host name and boot id. Ranks with
                                   the same identity share memory; the others are reached over TCP */
@@ -211,7 +211,7 @@ typedef struct {
 DTRAIN_API dtrain_status_t dtrain_comm_init_config(const dtrain_config_t* config, dtrain_comm_t* comm);
 
 /* The deadline of each later call on comm (a framework's per-op timeout); <= 0 restores the one the
- * communicator was made with; inf (or anything over 1e12 s) is no practical deadline; NaN is
+ * communicator was made with; inf (or anything over 1e9 s) is no practical deadline; NaN is
  * DTRAIN_ERR_INVALID_ARGUMENT. */
 DTRAIN_API dtrain_status_t dtrain_comm_set_timeout(dtrain_comm_t comm, double timeout_s);
 
