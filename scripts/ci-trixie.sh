@@ -154,7 +154,8 @@ labels='^(torch|python)$'
 # headers and this machine's CUDA toolkit instead, after the tree's tests (cuda_syntax_here).
 not_here='^(test_torch_torchrun2|test_torch_cuda_syntax)$'
 targets=(dtrain dtrain-shim dtrain_collectives dtrain_python dtrain_torch_backend dtrain-demo-worker
-         dtrain-pipeline-example coll_bench test_failure_summary test_cli_torchrun test_examples_sgd_equivalence)
+         dtrain-pipeline-example coll_bench test_failure_summary test_cli_torchrun test_examples_sgd_equivalence
+         test_stacks)
 
 build_in_tree() {
   make_tree
