@@ -86,6 +86,8 @@ TEST_SUITE("agent::stacks_gloo") {
     dtrain::test::TempDir t;
     auto env = dtrain::test::base_env();
     env["TMPDIR"] = t.path.string();
+    // torch's own switch for env:// without libuv (Debian 13's torch 2.6 has none: tests/agent/CMakeLists.txt)
+    if (const char* libuv = std::getenv("USE_LIBUV")) env["USE_LIBUV"] = libuv;
     agent_test::write_file(t.path / "hang_gloo.py", R"(import time
 import torch
 import torch.distributed as dist
