@@ -89,20 +89,4 @@ inline std::vector<std::string> on_local_ranks(const LocalGroup& g,
   });
 }
 
-// Call number `seq` of kind `kind` as every rank describes it, with a deadline `timeout` from now.
-inline OpDesc op_desc(std::uint64_t seq, OpKind kind, std::size_t count, dtrain_dtype_t dtype,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(30), dtrain_op_t op = DTRAIN_SUM,
-                      int root = 0) {
-  OpDesc d;
-  d.seq = seq;
-  d.kind = kind;
-  d.count = count;
-  d.dtype = dtype;
-  d.op = op;
-  d.root = root;
-  d.start = Clock::now();
-  d.deadline = d.start + timeout;
-  return d;
-}
-
 }  // namespace dtrain::coll::test

@@ -15,12 +15,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "calls.hpp"
 #include "dtrain/rendezvous/store/store.hpp"
 #include "engine/engine.hpp"
 #include "ranks.hpp"
 
 using namespace dtrain::coll;
 using dtrain::coll::test::on_threads;
+using dtrain::coll::test::op_desc;
 using namespace std::chrono_literals;
 
 namespace {
@@ -52,15 +54,7 @@ EngineOptions options_for(const GroupSpec& g, int rank, dtrain::rdzv::Store* sto
 }
 
 OpDesc op(std::uint64_t seq, OpKind kind, std::size_t count, dtrain_dtype_t dtype, int root = 0) {
-  OpDesc d;
-  d.seq = seq;
-  d.kind = kind;
-  d.dtype = dtype;
-  d.op = DTRAIN_SUM;
-  d.root = root;
-  d.count = count;
-  d.deadline = Clock::now() + 20s;
-  return d;
+  return op_desc(seq, kind, count, dtype, 20s, DTRAIN_SUM, root);
 }
 
 // Runs body(engine, group rank) on a thread per member of every group, all on one store;
