@@ -11,6 +11,7 @@
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/system.hpp"
 #include "dtrain/rendezvous/store/auth.hpp"
+#include "cpu_topology.hpp"
 #include "failure_report.hpp"
 
 namespace dtrain::agent {
@@ -67,8 +68,24 @@ void StartupContext::begin_generation(int generation, int master_port) {
   ctx_.master_port = master_port;
 }
 
-EnvMap StartupContext::worker_env(const config::Plan& plan, const config::RankInfo& r) const {
-  return agent::worker_env(plan, r, ctx_, base_env_);
+EnvMap StartupContext::worker_env(const config::Plan& plan, const config::RankInfo& r, const RankCpus* cpus) const {
+  return agent::worker_env(plan, r, ctx_, base_env_, cpus != nullptr ? cpus->threads() : 0);
+}
+
+CpuBinding StartupContext::cpu_binding(const config::Plan& plan) {
+  const CpuBind mode = cpu_bind_of(plan.spec.cluster.cpu_bind);
+  if (mode == CpuBind::none) return {};
+  if (!cpus_) {
+    cpus_ = read_cpu_topology(allowed_cpus());
+    if (plan.use_gpus) gpu_nodes_ = gpu_numa_nodes();
+  }
+  const int local = static_cast<int>(local_ranks(plan).size());
+  std::vector<int> gpu_nodes;
+  for (int i = 0; plan.use_gpus && i < local; ++i) {  // local rank i on GPU i (CUDA_VISIBLE_DEVICES)
+    auto it = gpu_nodes_.find(i);
+    gpu_nodes.push_back(it == gpu_nodes_.end() ? -1 : it->second);
+  }
+  return bind_cpus(*cpus_, mode, local, gpu_nodes);
 }
 
 const std::string& StartupContext::interpreter(const config::Plan& plan) {
