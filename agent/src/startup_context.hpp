@@ -64,6 +64,12 @@ class StartupContext {
   std::map<int, int> gpu_nodes_;  // by device minor
 };
 
+// The GPU (its index, /dev/nvidiaN) of each of `local` local ranks, -1 when not known; empty when
+// the job uses no GPUs. Local rank i uses GPU i of those it sees: with bind_gpus its
+// CUDA_VISIBLE_DEVICES is i, else the one it inherits (the spec's env, else the agent's, as Slurm
+// sets it) names them, the i-th entry local rank i's (an entry that is no index, a UUID: unknown).
+std::vector<int> local_gpus(const config::Plan& plan, const EnvMap& base_env, int local);
+
 // This node's ranks in `plan`.
 std::vector<int> local_ranks(const config::Plan& plan);
 
