@@ -21,6 +21,7 @@ void ProgressWatch::open(EventLoop& loop) {
 void ProgressWatch::running(bool yes) {
   if (yes && !board_.empty() && !timer_.active()) {
     tracker_.clear();
+    sample(board_.snapshot(), progress::now_ns());  // the figures from the start
     timer_.every(1.0);
   }
   if (!yes) {
@@ -89,6 +90,7 @@ std::string ProgressWatch::stragglers(std::int64_t now_ns) {
 
 std::vector<std::string> ProgressWatch::straggler_lines() const {
   auto r = straggler::report(tracker_.whole());
+  if (r.span_s < 1) return {};  // a few of the coarse clock's ticks: no figure worth a line
   return straggler::report_lines(r, fmt::format("the whole run, {:.1f} s", r.span_s));
 }
 
