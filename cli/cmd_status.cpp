@@ -20,6 +20,7 @@
 #include "app.hpp"
 #include "dtrain/agent/hang.hpp"
 #include "dtrain/agent/stacks.hpp"
+#include "dtrain/agent/straggler.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/progress_page.hpp"
 #include "dtrain/common/net.hpp"
@@ -191,6 +192,7 @@ std::string local_snapshot(const StatusArgs& a) {
       p.state = agent::process_state(p.pid);
     }
     auto d = agent::diagnose(pages, progress::now_ns(), run.hang_timeout_s.value_or(agent::kStuckAfterS));
+    auto stragglers = agent::straggler::read_report(run.run_dir);
     std::vector<agent::RankStack> stacks;
     if (a.stacks) {
       std::vector<int> ranks;
@@ -206,6 +208,8 @@ std::string local_snapshot(const StatusArgs& a) {
                            d.hung ? "true" : "false", json_escape(d.verdict), unseen);
       for (std::size_t i = 0; i < d.lines.size(); ++i)
         items += (i ? "," : "") + json_escape(d.lines[i]);
+      items += "],\"stragglers\":[";
+      for (std::size_t i = 0; i < stragglers.size(); ++i) items += (i ? "," : "") + json_escape(stragglers[i]);
       items += "]";
       if (a.stacks) {
         std::string all;
@@ -220,6 +224,7 @@ std::string local_snapshot(const StatusArgs& a) {
     for (const auto& l : d.lines) out += "  " + l + "\n";
     if (!d.unseen.empty()) out += "  " + agent::unseen_text(d) + "\n";
     if (d.hung) out += "  stuck: " + d.verdict + "\n";
+    for (const auto& l : stragglers) out += "  " + l + "\n";
     if (!a.stacks) continue;
     out += "  Python stacks (each rank's main thread; all threads below):\n";
     for (const auto& l : agent::stack_summary(stacks)) out += "    " + l + "\n";

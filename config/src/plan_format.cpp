@@ -213,6 +213,7 @@ std::string plan_to_json(const Plan& plan, int indent) {
   j["output"] = {{"tag", s.output.tag},
                  {"tag_format", s.output.tag_format},
                  {"timestamps", s.output.timestamps},
+                 {"straggler_share", s.output.straggler_share},
                  {"log_dir", s.output.log_dir ? json(*s.output.log_dir) : json(nullptr)}};
   j["grace_s"] = s.grace_s;
   j["max_runtime_s"] = s.max_runtime_s ? json(*s.max_runtime_s) : json(nullptr);
