@@ -50,6 +50,8 @@ Agent::Impl::Impl(AgentOptions o, AgentHooks h)
                hooks.on_local_failure(w, g);
              })
                                     : FailureNotice::Send()) {
+  watch.warn_stragglers(opt.plan.spec.output.straggler_share,
+                        [this](const std::string& line) { terminal.say("dtrain: " + line); });
   terminal.set_progress_source([this] {
     return progress_text({state.load(), result.restarts, opt.plan.spec.restart.max_restarts, gen.group().live(),
                           result.local_ranks, machine.waiting_for_go()});
@@ -168,6 +170,7 @@ void Agent::Impl::execute(const job::Finish& a) {
   result.exit_code = a.exit_code;
   result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   execute(job::Enter{JobState::done});
+  result.stragglers = watch.straggler_lines();
   terminal.clear_progress();
   gen.sweep_segments(context->shm_prefix());
   close_control_handles();  // the guardian's stdin reaches EOF: it exits (its list is empty by now)

@@ -1,7 +1,12 @@
 // The watch over the ranks' progress pages (progress_watch.hpp).
 #include "progress_watch.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
+
+#include "dtrain/agent/write_all.hpp"
 
 #include "dtrain/agent/hang.hpp"
 #include "dtrain/common/progress_page.hpp"
@@ -14,8 +19,13 @@ void ProgressWatch::open(EventLoop& loop) {
 
 // Checked whenever workers run: a stopped rank is a hang whatever the job sets.
 void ProgressWatch::running(bool yes) {
-  if (yes && !board_.empty() && !timer_.active()) timer_.every(1.0);
+  if (yes && !board_.empty() && !timer_.active()) {
+    tracker_.clear();
+    sample(board_.snapshot(), progress::now_ns());  // the figures from the start
+    timer_.every(1.0);
+  }
   if (!yes) {
+    if (timer_.active()) sample(board_.snapshot(), progress::now_ns());  // the figures up to the end
     timer_.stop();
     stopped_since_.clear();
   }
@@ -31,8 +41,10 @@ void ProgressWatch::check(std::int64_t now_ns) {
     else stopped_since_.erase(r.rank);
   }
   Diagnosis d = diagnose(ranks, now_ns, hang_timeout_s_.value_or(kStuckAfterS));
+  sample(ranks, now_ns);
+  std::string headline = stragglers(now_ns);
   // published whether or not a rank uses dtrain's collectives: the unseen ones are named as such
-  if (publish_) publish_(diagnosis_text(d));
+  if (publish_) publish_(diagnosis_text(d) + (headline.empty() ? "" : "\n" + headline));
   bool timed_out = d.hung && hang_timeout_s_ && (d.culprit >= 0 || d.waited_s >= *hang_timeout_s_ + kBlameWaitS);
   if (!d.stopped && !timed_out) return;
   Hang h{d.stopped ? "hang: " + d.verdict : fmt::format("hang: {} (output.hang_timeout_s {})", d.verdict, *hang_timeout_s_),
@@ -40,6 +52,46 @@ void ProgressWatch::check(std::int64_t now_ns) {
   for (const auto& r : ranks)
     if (r.rank == d.culprit && r.state != 0) h.state = state_text(r.state);
   hung_(h);
+}
+
+void ProgressWatch::sample(const std::vector<RankProgress>& ranks, std::int64_t now_ns) {
+  std::vector<straggler::RankTimes> totals;
+  for (const auto& r : ranks) totals.push_back(straggler::totals(r.rank, r.page, now_ns));
+  tracker_.add(now_ns, std::move(totals));
+}
+
+// The window's report to the run folder (replaced whole: a reader never sees half of it), and the warning.
+std::string ProgressWatch::stragglers(std::int64_t now_ns) {
+  auto r = straggler::report(tracker_.window());
+  auto lines = straggler::report_lines(r, fmt::format("the last {:.0f} s", r.span_s));
+  if (!board_.dir().empty()) {
+    std::string text;
+    for (const auto& l : lines) text += l + "\n";
+    auto path = board_.dir() / "stragglers";  // straggler::read_report's
+    auto tmp = path;
+    tmp += ".new";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      bool ok = write_all(fd, text);
+      ::close(fd);
+      if (ok) ::rename(tmp.c_str(), path.c_str());
+    }
+  }
+  const auto* slowest = r.slowest_rank();
+  bool full = r.span_s >= 3;  // a window with enough in it
+  bool due = !warned_ns_ || now_ns - *warned_ns_ >= static_cast<std::int64_t>(kWarnEveryS * 1e9);
+  if (warn_ && warn_share_ > 0 && slowest && slowest->share > warn_share_ && full && due) {
+    warned_ns_ = now_ns;
+    warn_(fmt::format("warning: straggler: {} over the last {:.0f} s (output.straggler_share {})",
+                      straggler::slowest_text(r), r.span_s, warn_share_));
+  }
+  return lines.empty() ? "" : lines[0];
+}
+
+std::vector<std::string> ProgressWatch::straggler_lines() const {
+  auto r = straggler::report(tracker_.whole());
+  if (r.span_s < 1) return {};  // a few of the coarse clock's ticks: no figure worth a line
+  return straggler::report_lines(r, fmt::format("the whole run, {:.1f} s", r.span_s));
 }
 
 }  // namespace dtrain::agent

@@ -6,8 +6,11 @@
 // waited in one collective for output.hang_timeout_s, or a rank stopped by a signal for
 // kStoppedAfterS. When the rank the others wait for is on this node, the hang names it (culprit);
 // when it is not, the report waits kBlameWaitS longer, so that the node that has it speaks first.
-// This is where a diagnosis that needs more than the pages (the ranks' own stacks, who keeps the
-// others waiting) belongs. tests/agent/test_progress_watch.cpp.
+// Each check also adds the pages' time inside the collectives to the straggler report
+// (straggler.hpp): over the last kStragglerWindowS, written to <run folder>/stragglers for `dtrain
+// status` and its headline published with the rest; a warning when one rank keeps the others waiting
+// more than output.straggler_share of that window (at most once per kWarnEveryS); over the whole
+// generation for the summary. tests/agent/test_progress_watch.cpp.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/agent/straggler.hpp"
 #include "event_loop.hpp"
 #include "progress_board.hpp"
 
@@ -35,6 +39,9 @@ class ProgressWatch {
   using Publish = std::function<void(const std::string& text)>;
   using Hung = std::function<void(const Hang& hang)>;
   using PidOf = std::function<long(int rank)>;  // the live worker of a rank, 0 when none
+  using Warn = std::function<void(const std::string& line)>;
+  static constexpr double kStragglerWindowS = 10;
+  static constexpr double kWarnEveryS = 60;
 
   // `hang_timeout_s` unset: only a stopped rank is a hang (a rank is still called stuck after
   // kStuckAfterS in what is published); `publish` empty: nothing is published; `pid_of` empty: a
@@ -53,6 +60,14 @@ class ProgressWatch {
   // One check of the pages at `now_ns` (CLOCK_MONOTONIC, the pages' clock): what the timer does.
   void check(std::int64_t now_ns);
 
+  // The straggler warning: `share` of the window (0: none) and where its line goes.
+  void warn_stragglers(double share, Warn warn) {
+    warn_share_ = share;
+    warn_ = std::move(warn);
+  }
+  // The straggler report over the generation's run so far (its last check): the summary's end.
+  std::vector<std::string> straggler_lines() const;
+
  private:
   const ProgressBoard& board_;
   std::optional<double> hang_timeout_s_;
@@ -61,6 +76,13 @@ class ProgressWatch {
   PidOf pid_of_;
   Timer timer_;
   std::map<int, std::int64_t> stopped_since_;  // ranks seen stopped (state T), since when
+  void sample(const std::vector<RankProgress>& ranks, std::int64_t now_ns);
+  std::string stragglers(std::int64_t now_ns);  // the window's report: its headline
+
+  straggler::Tracker tracker_{kStragglerWindowS};
+  double warn_share_ = 0;
+  Warn warn_;
+  std::optional<std::int64_t> warned_ns_;  // the last warning
 };
 
 }  // namespace dtrain::agent

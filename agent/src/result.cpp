@@ -121,6 +121,7 @@ std::string summary_text(const AgentResult& r) {
     s += fmt::format("  logs: {}/rank-R.{{out,err}}\n", r.logs);
   else
     s += "  logs: not kept (--log-dir DIR or output.log_dir keeps per-rank logs)\n";
+  for (const auto& l : r.stragglers) s += "  " + l + "\n";
   return s;
 }
 
@@ -135,7 +136,7 @@ std::string summary_json(const AgentResult& r) {
   nlohmann::json j{{"exit_code", r.exit_code}, {"restarts", r.restarts}, {"reason", r.reason},
                    {"run_dir", r.run_dir}, {"logs", r.logs}, {"ranks", r.ranks},
                    {"duration_s", r.duration_s}, {"hang", r.hang},
-                   {"stack_summary", r.stack_summary}, {"stacks", r.stacks}};
+                   {"stack_summary", r.stack_summary}, {"stacks", r.stacks}, {"stragglers", r.stragglers}};
   j["root_cause"] = r.root_cause ? exit_json(*r.root_cause) : nlohmann::json(nullptr);
   j["other_failures"] = nlohmann::json::array();
   for (const auto& w : r.other_failures) j["other_failures"].push_back(exit_json(w));
@@ -144,7 +145,12 @@ std::string summary_json(const AgentResult& r) {
 }
 
 void write_summary(const AgentResult& r, int stderr_fd, const std::string& json_path) {
-  if (stderr_fd >= 0) write_all(stderr_fd, r.exit_code != 0 ? summary_text(r) : success_line(r) + "\n");
+  if (stderr_fd >= 0 && r.exit_code != 0) write_all(stderr_fd, summary_text(r));
+  if (stderr_fd >= 0 && r.exit_code == 0) {
+    std::string s = success_line(r) + "\n";
+    for (const auto& l : r.stragglers) s += "dtrain: " + l + "\n";
+    write_all(stderr_fd, s);
+  }
   if (json_path.empty()) return;
   int fd = ::open(json_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 || !write_all(fd, summary_json(r)))

@@ -282,6 +282,8 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.output.log_dir = v.get<std::string>(); }},
   {"/output/hang_timeout_s", FieldType::number, "unset (no hang detection)", "a worker waiting this many seconds in one collective ends the job as hung (exit 70)", 0, kMaxSeconds, true, false, nullptr,
    +[](JobSpec& s, const json& v) { s.output.hang_timeout_s = v.get<double>(); }},
+  {"/output/straggler_share", FieldType::number, "0.2", "warn when one rank keeps the others waiting in the collectives more than this share of the time (0: never)", 0, 1, false, false, nullptr,
+   +[](JobSpec& s, const json& v) { s.output.straggler_share = v.get<double>(); }},
 
   {"/grace_s", FieldType::number, "10", "seconds between SIGTERM and SIGKILL when workers are stopped", 0, 3600, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.grace_s = v.get<double>(); }},

@@ -120,6 +120,9 @@ constexpr FlagRow kRows[] = {
   {"--tag", nullptr, kToggle, "/output/tag", "", "prefix each output line with its rank (output.tag_format)", kDtrain},
   {"--no-tag", nullptr, kToggle, "/output/tag", "", "forward worker output lines without a prefix", kDtrain, nullptr, "false"},
   {"--timestamps", nullptr, kToggle, "/output/timestamps", "", "prefix each output line with the local time", kDtrain},
+  {"--straggler-share", nullptr, kValue, "/output/straggler_share", "SHARE",
+   "warn when one rank keeps the others waiting more than SHARE of the time, 0 to 1 (overrides "
+   "output.straggler_share, 0.2; 0: never)", kDtrain},
   {"--ranks", nullptr, kValue, "ranks", "LIST", "only these ranks' output reaches the terminal, e.g. 0,3 or 0-3 (logs keep all)", kDtrain},
   {"--summary-json", nullptr, kValue, "summary_json", "FILE", "write the end-of-run summary as JSON to FILE", kDtrain},
   {"--launch-agent", nullptr, kValue, "launch_agent", "CMD",

@@ -1,7 +1,7 @@
 /* A training-worker-shaped C program for dtrain's collectives: run it under `dtrain launch`.
  *
  *   c_allreduce [--count N] [--iters N] [--die-rank R --die-at I [--die-after-us U]]
- *               [--stall-rank R --stall-at I] [--ignore-sigterm]
+ *               [--stall-rank R --stall-at I] [--slow-rank R --slow-us U] [--ignore-sigterm]
  *
  * Each iteration allreduces (sum, float32 and int64), broadcasts from the last rank, allgathers and
  * reduce-scatters, and checks every result exactly. Prints "rank R/N ok" at the end and exits 0;
@@ -9,7 +9,9 @@
  * --die-rank/--die-at make rank R kill itself with SIGKILL in the middle of iteration I (a test of
  * failure detection); with --die-after-us it does so U microseconds into iteration I's float32
  * allreduce instead (a peer dying while the others copy from and into its buffers);
- * --stall-rank/--stall-at make rank R stop calling collectives at iteration I (it sleeps until it is killed: a hang for the launcher to diagnose); --ignore-sigterm keeps the
+ * --stall-rank/--stall-at make rank R stop calling collectives at iteration I (it sleeps until it is killed: a hang for the launcher to diagnose);
+ * --slow-rank/--slow-us make rank R sleep U microseconds before each iteration (a straggler: the
+ * others wait for it in the first allreduce); --ignore-sigterm keeps the
  * survivors alive long enough to report. */
 #include <dtrain/collectives.h>
 
@@ -43,8 +45,8 @@ static int check(dtrain_status_t st, const char* what, int rank) {
 
 typedef struct {
   size_t count;
-  int iters, die_rank, die_at, stall_rank, stall_at;
-  long die_after_us;
+  int iters, die_rank, die_at, stall_rank, stall_at, slow_rank;
+  long die_after_us, slow_us;
 } Options;
 
 typedef struct {
@@ -55,7 +57,7 @@ typedef struct {
 
 /* 0, or 2 after a usage line. */
 static int parse(int argc, char** argv, Options* o) {
-  *o = (Options){100000, 3, -1, -1, -1, -1, -1};
+  *o = (Options){100000, 3, -1, -1, -1, -1, -1, -1, 0};
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--count") && i + 1 < argc) o->count = (size_t)strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) o->iters = atoi(argv[++i]);
@@ -64,10 +66,12 @@ static int parse(int argc, char** argv, Options* o) {
     else if (!strcmp(argv[i], "--die-after-us") && i + 1 < argc) o->die_after_us = atol(argv[++i]);
     else if (!strcmp(argv[i], "--stall-rank") && i + 1 < argc) o->stall_rank = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--stall-at") && i + 1 < argc) o->stall_at = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--slow-rank") && i + 1 < argc) o->slow_rank = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--slow-us") && i + 1 < argc) o->slow_us = atol(argv[++i]);
     else if (!strcmp(argv[i], "--ignore-sigterm")) signal(SIGTERM, SIG_IGN);
     else {
       fprintf(stderr, "usage: %s [--count N] [--iters N] [--die-rank R --die-at I [--die-after-us U]] "
-                      "[--stall-rank R --stall-at I] [--ignore-sigterm]\n", argv[0]);
+                      "[--stall-rank R --stall-at I] [--slow-rank R --slow-us U] [--ignore-sigterm]\n", argv[0]);
       return 2;
     }
   }
@@ -85,6 +89,7 @@ static void inject(const Options* o, int rank, int it) {
   }
   if (rank == o->stall_rank && it == o->stall_at)
     for (;;) pause();
+  if (rank == o->slow_rank && o->slow_us > 0) usleep((useconds_t)o->slow_us);
 }
 
 static int allreduces(dtrain_comm_t comm, const Options* o, Buffers* x, int rank, int size, int it) {

@@ -80,6 +80,7 @@ const BadSpec kBadSpecs[] = {
     {"tag_format unknown field", R"({"command": ["a"], "output": {"tag_format": "[{rnk}] "}})", {}, "/output/tag_format: \"[{rnk}] \" uses unknown field {rnk} (did you mean {rank}?)"},
     {"tag_format unclosed brace", R"({"command": ["a"], "output": {"tag_format": "[{rank"}})", {}, "has an unclosed '{'"},
     {"timestamps not boolean", R"({"command": ["a"], "output": {"timestamps": 1}})", {}, "/output/timestamps: 1 is an integer; expected true or false"},
+    {"straggler_share above 1", R"({"command": ["a"], "output": {"straggler_share": 1.5}})", {}, "/output/straggler_share: 1.5 is out of range"},
     {"negative grace", R"({"command": ["a"], "grace_s": -1})", {}, "/grace_s: -1 is out of range"},
     {"zero max runtime", R"({"command": ["a"], "max_runtime_s": 0})", {}, "/max_runtime_s: 0 is out of range"},
     {"multi-node without rendezvous", R"({"command": ["a"], "cluster": {"instances": 2}})", {}, "/rendezvous/endpoint: unset, but the job has 2 nodes"},

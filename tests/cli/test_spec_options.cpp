@@ -103,6 +103,14 @@ TEST_SUITE("cli::spec_options") {
     CHECK(has(r.err, "--rdzv-id: \"a/b\" is not a valid run id"));
   }
 
+  TEST_CASE("--straggler-share is output.straggler_share (0.2 unless set); a share outside 0 to 1 is refused") {
+    CHECK(ok(plan({"--", "/bin/true"}))["output"]["straggler_share"] == 0.2);
+    CHECK(ok(plan({"--straggler-share", "0.05", "--", "/bin/true"}))["output"]["straggler_share"] == 0.05);
+    auto r = plan({"--straggler-share", "2", "--", "/bin/true"});
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "--straggler-share: 2 is out of range; expected a number from 0 to 1"));
+  }
+
   TEST_CASE("--master-addr, --master-port and the exported MASTER_PORT are the plan's, exactly") {
     json j = ok(plan({"--master-addr", "10.0.0.9", "--master-port", "29511", "--nnodes", "2", "--node-rank", "0",
                       "--insecure", "--", "/bin/true"}));

@@ -49,8 +49,9 @@ def _stacks():
 
 
 # progress_page.hpp: magic, version (u32), lock (u64), op (u32), pid (i32), seq, bytes, calls (u64),
-# begin_ns, end_ns (i64)
-_MAGIC, _VERSION = 0x67707464, 1
+# begin_ns, end_ns (i64); version 2: op_calls[16] (u64), op_ns[16] (i64), per op the calls that
+# returned and their total time inside
+_MAGIC, _VERSION, _OP_SLOTS = 0x67707464, 2, 16
 _OPS = {"barrier": 1, "all_reduce": 2, "broadcast": 3, "all_gather": 4, "all_gather_into_tensor": 4,
         "reduce_scatter": 5, "reduce_scatter_tensor": 5, "send": 7, "recv": 8, "reduce": 9, "gather": 10,
         "scatter": 11, "all_to_all": 12, "all_to_all_single": 12}
@@ -93,7 +94,12 @@ class _Page:
     def end(self):
         import time
 
-        self.i64[7] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        op = self.u32[4]
+        if op < _OP_SLOTS:
+            self.i64[8 + _OP_SLOTS + op] += max(now - self.i64[6], 0)
+            self.u64[8 + op] += 1
+        self.i64[7] = now
 
 
 def _nbytes(args, kwargs):

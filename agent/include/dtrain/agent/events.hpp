@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dtrain/agent/job_state.hpp"
 #include "dtrain/agent/worker_exit.hpp"
@@ -53,6 +54,10 @@ struct AgentHooks {
   // Every second while workers run: where each local rank is (hang.hpp's lines, and a "stuck: ..."
   // line past the threshold), when some worker uses the collectives library.
   std::function<void(const std::string& text)> on_progress;
+  // Where this node's ranks keep their files (the run folder: progress pages, stacks files) and
+  // which ranks are this node's: before the first generation starts, and again when an elastic
+  // job's plan changes.
+  std::function<void(const std::string& run_dir, const std::vector<int>& local_ranks)> on_ranks;
 };
 
 }  // namespace dtrain::agent

@@ -25,6 +25,7 @@ struct AgentResult {
   // when the job hung: where each rank of this node was in Python (stacks.hpp's stack_summary), and
   // every rank's full dump (stack_lines)
   std::vector<std::string> stack_summary, stacks;
+  std::vector<std::string> stragglers;       // the straggler report over the run (straggler.hpp): the end of the summary
 };
 
 // Human summary of a failed run (what dtrain launch prints at the end) and its JSON form.
@@ -32,7 +33,8 @@ std::string summary_text(const AgentResult& r);
 std::string summary_json(const AgentResult& r);
 // The one line of a successful run: "dtrain: job finished: 4 ranks exited 0 in 12.3 s (no restarts)".
 std::string success_line(const AgentResult& r);
-// The end of a run on stderr (the summary, or the success line; nothing when stderr_fd < 0) and,
+// The end of a run on stderr (the summary, or the success line; then the straggler report; nothing
+// when stderr_fd < 0) and,
 // with `json_path`, the JSON.
 void write_summary(const AgentResult& r, int stderr_fd, const std::string& json_path);
 // A multi-node job's result as every node reports it: `root` (the root cause the nodes agreed on,

@@ -4,6 +4,10 @@
 // the agent creates and names in DTRAIN_PROGRESS_FILE. The worker maps it and writes it with
 // relaxed atomic stores under a sequence lock (no syscall per call: the clock is the vDSO's); the
 // agent and `dtrain status` map it read-only and read a consistent snapshot.
+//
+// Version 2 adds, per op, the calls and the total time inside them (end - begin, from the two clock
+// readings the call makes anyway: one add at end_call, no syscall): the straggler report
+// (agent/straggler.hpp) compares these durations across ranks. A version 1 page reads without them.
 #include <time.h>
 
 #include <atomic>
@@ -13,7 +17,8 @@
 namespace dtrain::progress {
 
 inline constexpr std::uint32_t kMagic = 0x67707464;  // "dtpg"
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::size_t kOps = 16;  // the accumulators' slots: Op values 0 to 15
 inline constexpr std::size_t kPageBytes = 4096;
 
 // The collectives' operations: the values of coll::OpKind (collectives/src/call.hpp), one for one.
@@ -40,8 +45,14 @@ struct Page {
   std::atomic<std::uint64_t> calls;     // collective calls of this process so far
   std::atomic<std::int64_t> begin_ns;   // CLOCK_MONOTONIC when it began
   std::atomic<std::int64_t> end_ns;     // when it returned; 0 while the worker is inside it
+  // version 2: per Op, the calls that returned and their total time inside (not under the lock:
+  // each only grows, and a reader a call behind is fine)
+  std::atomic<std::uint64_t> op_calls[kOps];
+  std::atomic<std::int64_t> op_ns[kOps];
 };
 static_assert(sizeof(Page) <= kPageBytes);
+// the offsets python/dtrain/_startup/sitecustomize.py writes at
+static_assert(offsetof(Page, end_ns) == 56 && offsetof(Page, op_calls) == 64 && offsetof(Page, op_ns) == 64 + 8 * kOps);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free);
 
 inline std::int64_t now_ns() {
@@ -66,7 +77,15 @@ inline void begin_call(Page& p, Op op, std::uint64_t seq, std::uint64_t bytes, s
   p.lock.store(v + 2, std::memory_order_release);
 }
 
-inline void end_call(Page& p, std::int64_t now = now_ns()) { p.end_ns.store(now, std::memory_order_release); }
+inline void end_call(Page& p, std::int64_t now = now_ns()) {
+  auto op = p.op.load(std::memory_order_relaxed);
+  if (op < kOps) {  // the writer's own fields: plain loads and stores, no read-modify-write
+    std::int64_t d = now - p.begin_ns.load(std::memory_order_relaxed);
+    p.op_ns[op].store(p.op_ns[op].load(std::memory_order_relaxed) + (d > 0 ? d : 0), std::memory_order_relaxed);
+    p.op_calls[op].store(p.op_calls[op].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  p.end_ns.store(now, std::memory_order_release);
+}
 
 struct Snapshot {
   bool valid = false;  // a page written by a collectives library (not an empty file)
@@ -74,14 +93,16 @@ struct Snapshot {
   int pid = 0;
   std::uint64_t seq = 0, bytes = 0, calls = 0;
   std::int64_t begin_ns = 0, end_ns = 0;
+  std::uint64_t op_calls[kOps] = {};  // version 2 (zeros from a version 1 page)
+  std::int64_t op_ns[kOps] = {};
   bool in_call() const { return valid && calls > 0 && end_ns == 0; }
 };
 
 // Reader: a consistent copy (retries while the writer is in the middle of an update).
 inline Snapshot read(const Page& p) {
   Snapshot s;
-  if (p.magic.load(std::memory_order_acquire) != kMagic || p.version.load(std::memory_order_relaxed) != kVersion)
-    return s;
+  auto version = p.version.load(std::memory_order_relaxed);
+  if (p.magic.load(std::memory_order_acquire) != kMagic || version < 1 || version > kVersion) return s;
   for (int tries = 0; tries < 1000; ++tries) {
     auto v1 = p.lock.load(std::memory_order_acquire);
     if (v1 & 1) continue;
@@ -95,6 +116,10 @@ inline Snapshot read(const Page& p) {
     std::atomic_thread_fence(std::memory_order_acquire);
     if (p.lock.load(std::memory_order_relaxed) == v1) {
       s.valid = true;
+      for (std::size_t i = 0; version >= 2 && i < kOps; ++i) {
+        s.op_calls[i] = p.op_calls[i].load(std::memory_order_relaxed);
+        s.op_ns[i] = p.op_ns[i].load(std::memory_order_relaxed);
+      }
       return s;
     }
   }

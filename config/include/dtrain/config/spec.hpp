@@ -84,6 +84,7 @@ struct OutputSpec {
   bool timestamps = false;
   std::optional<std::string> log_dir;
   std::optional<double> hang_timeout_s;  // a collective waited this long: the job hangs (exit 70)
+  double straggler_share = 0.2;          // warn when one rank keeps the others waiting this share of the time (0: never)
 };
 
 struct JobSpec {

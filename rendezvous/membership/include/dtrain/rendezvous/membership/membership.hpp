@@ -16,6 +16,7 @@
 
 #include "dtrain/rendezvous/store/client.hpp"
 #include "dtrain/rendezvous/membership/records.hpp"
+#include "dtrain/rendezvous/membership/stacks_desk.hpp"
 
 namespace dtrain::rdzv {
 
@@ -94,6 +95,11 @@ class Membership {
   virtual void stop_monitoring() = 0;
   virtual void set_local_state(std::string state, int running, int exited, int restarts) = 0;
   virtual void set_progress(std::string text) = 0;
+  // Before start_monitoring: how this node answers `dtrain status --stacks --rdzv` (the text of its
+  // ranks' stacks; called on a thread of the membership's own). The built-in backend answers while
+  // it monitors (stacks_desk.hpp); the etcd backend does not (`dtrain status` reads the built-in
+  // rendezvous only).
+  virtual void set_stacks_source(StacksSource source) { (void)source; }
   virtual void report_failure(int rank, int exit_code, int signal, const std::string& message) = 0;
   virtual void report_stop(int exit_code, int signal, const std::string& message) = 0;
   virtual std::optional<Event> finish(std::chrono::milliseconds timeout) = 0;
