@@ -14,6 +14,7 @@ constexpr std::chrono::milliseconds kOpTimeout{60000};
 }  // namespace
 
 std::string progress_key(int node_rank) { return fmt::format("dtrain/progress/node-{}", node_rank); }
+std::string figures_key(int node_rank) { return fmt::format("dtrain/figures/node-{}", node_rank); }
 
 std::vector<std::string> list_runs(const ClientOptions& opts) {
   auto s = connect_store(opts);

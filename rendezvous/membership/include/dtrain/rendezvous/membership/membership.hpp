@@ -10,6 +10,7 @@
 // drives either through this interface.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,6 +95,10 @@ class Membership {
   virtual void stop_monitoring() = 0;
   virtual void set_local_state(std::string state, int running, int exited, int restarts) = 0;
   virtual void set_progress(std::string text) = 0;
+  // The straggler report's figures: this node's, shared with the others (`nodes`: the job's node
+  // count); the others' as they last published them, by node rank (empty where nothing is shared).
+  virtual void set_figures(std::string text, int nodes) = 0;
+  virtual std::map<int, std::string> peer_figures() const = 0;
   virtual void report_failure(int rank, int exit_code, int signal, const std::string& message) = 0;
   virtual void report_stop(int exit_code, int signal, const std::string& message) = 0;
   virtual std::optional<Event> finish(std::chrono::milliseconds timeout) = 0;

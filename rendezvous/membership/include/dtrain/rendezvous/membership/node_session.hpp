@@ -73,6 +73,9 @@ class NodeSession final : public Membership {
   // Where this node's workers are (the agent's hang diagnosis, one line per rank): stored with the
   // next heartbeat under progress_key(node rank) (run_status.hpp) in this generation's keys.
   void set_progress(std::string text) override;
+  // Sent and read back with the heartbeats (heartbeat.hpp).
+  void set_figures(std::string text, int nodes) override { heartbeat_.set_figures(std::move(text), nodes); }
+  std::map<int, std::string> peer_figures() const override { return heartbeat_.peer_figures(); }
   // Reports a failed worker; every agent (this one too) then sees a "failure" event.
   void report_failure(int rank, int exit_code, int signal, const std::string& message) override;
   // Reports that this node stops on its own (a signal, a time limit, a hang) with `exit_code`;
