@@ -93,11 +93,13 @@ int launch(LaunchArgs& a) {
   sys::raise_fd_limit();  // every worker holds pipes and log files open in the agent
   // the resolved launch (spec + flags + environment); the agent reads the job's settings from it
   config::Launch l = resolve(a, /*job_required=*/false);
-  if (runs_every_host(l.plan)) return launch_hosts(a, l);
+  // the head runs `dtrain launch` on every host (remote/head.hpp), with a token of its own when the user gave none
+  if (config::starts_every_host(l.plan)) return launch_hosts(a, l);
   agent::MultiNodeOptions mn;
   mn.insecure = l.settings.insecure;
   if (const auto& token = remote::head_token()) {  // started by a head: its token, its signals
     mn.token = *token;
+    mn.joined = remote::tell_head_joined;
     remote::watch_head();
   }
   agent::AgentOptions o;

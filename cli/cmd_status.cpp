@@ -1,7 +1,9 @@
 // dtrain status --rdzv ADDR:PORT [--token-file F] [--run-id ID] [--json] [--watch] [--interval S]:
-// the nodes of a job as the rendezvous sees them. Without --rdzv: the jobs this machine runs, rank by
-// rank, with each worker's last collective and the ranks that are stuck (agent/hang.hpp), and with
-// --stacks each rank's Python stack (agent/stacks.hpp).
+// the nodes of a job as the rendezvous sees them, and with --stacks each node's ranks' Python
+// stacks, which its agent dumps when asked through the rendezvous (run_status.hpp's query_stacks).
+// Without --rdzv: the jobs this machine runs, rank by rank, with each worker's last collective and
+// the ranks that are stuck (agent/hang.hpp), and with --stacks each rank's Python stack
+// (agent/stacks.hpp).
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "app.hpp"
@@ -115,6 +118,70 @@ std::pair<rdzv::RunStatus, std::vector<std::string>> run_of(const rdzv::ClientOp
   return {st, progress};
 }
 
+// ---- --stacks --rdzv: each node's agent asked through the rendezvous ----
+
+// How long `dtrain status --stacks --rdzv` waits for the nodes' answers (an agent's dump takes 2 s at most).
+constexpr std::chrono::seconds kStacksWait{10};
+
+struct NodeStacks {
+  int node_rank = -1;
+  std::string host;
+  std::optional<agent::StacksText> stacks;
+  std::string none;  // why there is no answer
+};
+
+std::vector<NodeStacks> ask_stacks(const rdzv::ClientOptions& co, const rdzv::RunStatus& st) {
+  std::vector<NodeStacks> out;
+  std::vector<int> ask;
+  for (const auto& n : st.nodes) {
+    if (n.node_rank < 0) continue;
+    out.push_back({n.node_rank, n.host, std::nullopt, ""});
+    if (n.state == "lost" || n.state == "done") out.back().none = fmt::format("not asked: the node is {}", n.state);
+    else ask.push_back(n.node_rank);
+  }
+  auto answers = rdzv::query_stacks(co, st, ask, kStacksWait);
+  for (std::size_t i = 0, j = 0; i < out.size(); ++i) {
+    if (!out[i].none.empty()) continue;
+    if (answers[j]) out[i].stacks = agent::unpack_stacks(*answers[j]);
+    else out[i].none = fmt::format("no answer within {} s (its agent is stopped, busy or gone)", kStacksWait.count());
+    ++j;
+  }
+  return out;
+}
+
+std::string stacks_text(const std::vector<NodeStacks>& nodes) {
+  std::string out;
+  for (const auto& n : nodes) {
+    if (!n.stacks) {
+      out += fmt::format("node {} ({}): Python stacks: {}\n", n.node_rank, n.host, n.none);
+      continue;
+    }
+    out += fmt::format("node {} ({}), Python stacks (each rank's main thread; all threads below):\n", n.node_rank, n.host);
+    for (const auto& l : n.stacks->summary) out += "    " + l + "\n";
+    for (const auto& l : n.stacks->lines) out += "  " + l + "\n";
+  }
+  return out;
+}
+
+// "[{\"node_rank\":0,\"host\":...,\"answered\":true,\"summary\":[...],\"stacks\":[...]},...]"
+std::string stacks_json(const std::vector<NodeStacks>& nodes) {
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& l : v) s += (s.empty() ? "" : ",") + json_escape(l);
+    return "[" + s + "]";
+  };
+  std::string out;
+  for (const auto& n : nodes) {
+    out += fmt::format("{}{{\"node_rank\":{},\"host\":{},\"answered\":{},", out.empty() ? "" : ",", n.node_rank,
+                       json_escape(n.host), n.stacks ? "true" : "false");
+    out += n.stacks ? fmt::format("\"summary\":{},\"stacks\":{}}}", list(n.stacks->summary), list(n.stacks->lines))
+                    : fmt::format("\"why\":{}}}", json_escape(n.none));
+  }
+  return "[" + out + "]";
+}
+
+// ---- this machine's jobs ----
+
 std::string local_snapshot(const StatusArgs& a) {
   std::string out, items;
   for (const auto& run : agent::local_runs()) {
@@ -177,7 +244,9 @@ std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
     std::string items;
     for (const auto& id : runs) {
       auto [st, progress] = run_of(co, id);
-      items += (items.empty() ? "" : ",") + run_json(st, progress);
+      std::string item = run_json(st, progress);
+      if (a.stacks && st.closed) item.insert(item.size() - 1, ",\"node_stacks\":" + stacks_json(ask_stacks(co, st)));
+      items += (items.empty() ? "" : ",") + item;
     }
     return "{\"rendezvous\":" + json_escape(a.rdzv) + ",\"runs\":[" + items + "]}\n";
   }
@@ -186,15 +255,13 @@ std::string snapshot(const StatusArgs& a, const rdzv::ClientOptions& co) {
     auto [st, progress] = run_of(co, id);
     out += (out.empty() ? "" : "\n") +
            (st.instances == 0 ? fmt::format("run {}: no node has joined\n", id) : run_text(st, progress));
+    if (a.stacks && st.closed) out += stacks_text(ask_stacks(co, st));
   }
   return out;
 }
 
 int status(const StatusArgs& a) {
   if (a.interval_s <= 0) throw ConfigError(fmt::format("--interval {}: must be positive", a.interval_s));
-  if (a.stacks && !a.rdzv.empty())
-    throw ConfigError("--stacks shows the ranks of this machine's jobs: run `dtrain status --stacks` on each node, "
-                      "without --rdzv");
   rdzv::ClientOptions co;
   if (!a.rdzv.empty()) {
     auto hp = net::parse_host_port(a.rdzv, "--rdzv");
@@ -248,7 +315,8 @@ void register_status(CLI::App& app, Runner& run) {
   sub->add_flag("--json", args->json, "print one JSON object instead of a table");
   sub->add_flag("--watch", args->watch, "refresh until interrupted");
   sub->add_flag("--stacks", args->stacks,
-                "also show each rank's Python stack, all threads (this machine's jobs; a native rank: \"no stack\")");
+                "also show each rank's Python stack, all threads (with --rdzv: every node's, its agent asked "
+                "through the rendezvous; a native rank: \"no stack\")");
   sub->add_option("--interval", args->interval_s, "seconds between refreshes with --watch")->capture_default_str();
   sub->callback([args, &run] { run = [args] { return status(*args); }; });
 }

@@ -58,15 +58,10 @@ config::Launch resolve(LaunchArgs& args, bool job_required) {
   return launch;
 }
 
-bool runs_every_host(const config::Plan& plan) {
-  const auto& h = plan.hosts;
-  if (!h || plan.identity.field_sources.at("node_rank") == "flags") return false;
-  return !(h->names.size() == 1 && h->this_host == 0);
-}
 
 int preflight(const config::Launch& launch) {
   const config::Plan& plan = launch.plan;
-  if (agent::is_multinode(plan) && !runs_every_host(plan))
+  if (agent::is_multinode(plan) && !config::starts_every_host(plan))
     agent::check_token(plan, rdzv::auth::resolve_token(plan.spec.rendezvous.token_file.value_or("")),
                        launch.settings.insecure);
   auto refused = agent::check_command(plan);

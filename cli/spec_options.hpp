@@ -25,11 +25,6 @@ void add_launch_options(CLI::App* sub, LaunchArgs& args);
 // prints its notes and warnings. `job_required`: dtrain plan, no built-in demo job.
 config::Launch resolve(LaunchArgs& args, bool job_required);
 
-// -H/--hostfile without --node-rank, from a machine that is not the only host: the launch is the
-// head, which runs `dtrain launch` on every host (remote/head.hpp) with a token of its own when the
-// user gave none.
-bool runs_every_host(const config::Plan& plan);
-
 // What `dtrain launch` would refuse before starting anything, as `dtrain plan` reports it (same
 // message, same exit status): a multi-node job without a token, a command that is not there, a
 // workdir that is not a directory. Throws (ConfigError 2, ...) or returns the status of a command

@@ -37,6 +37,7 @@ void Agent::Impl::prepare() {
                           run_folder.checkpoint_dir(spec.restart.checkpoint_dir, context->workdir()).string());
   for (const auto& f : run_folder.temporary_folders()) guardian.remove_at_end(f.string());
   gen.board().open(run_folder.path(), local);
+  if (hooks.on_ranks) hooks.on_ranks(result.run_dir, local);
   add_local_run({::getpid(), context->run_id(), plan.identity.node_rank, result.run_dir, spec.output.hang_timeout_s});
 }
 
@@ -71,6 +72,7 @@ void Agent::Impl::adopt_plan(const config::Plan& plan) {
   result.ranks = plan.world_size;
   result.node_rank = plan.identity.node_rank;
   gen.board().open(run_folder.path(), local_ranks(plan));
+  if (hooks.on_ranks) hooks.on_ranks(result.run_dir, local_ranks(plan));
 }
 
 // Also the exception path: nothing may survive us.

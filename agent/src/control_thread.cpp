@@ -1,6 +1,7 @@
 // ControlThread (control_thread.hpp): one queue in, the bridge's actions out.
 #include "control_thread.hpp"
 
+#include "dtrain/agent/stacks.hpp"
 #include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
@@ -17,7 +18,20 @@ ControlThread::ControlThread(std::unique_ptr<rdzv::Membership> session, const No
       base_(std::move(base)),
       endpoint_(cfg.where()),
       line_(progress_mode, stderr_fd),
-      stderr_fd_(stderr_fd) {}
+      stderr_fd_(stderr_fd) {
+  session_->set_stacks_source([ranks = ranks_] {
+    std::string dir;
+    std::vector<int> local;
+    {
+      std::lock_guard lk(ranks->mu);
+      dir = ranks->run_dir;
+      local = ranks->local;
+    }
+    if (dir.empty()) return pack_stacks({{"no stack: this node's workers have not started"}, {}});
+    auto stacks = dump_stacks(dir, local);
+    return pack_stacks({stack_summary(stacks), stack_lines(stacks)});
+  });
+}
 
 ControlThread::~ControlThread() {
   if (thread_.joinable()) {
@@ -36,6 +50,11 @@ AgentHooks ControlThread::hooks() {
   h.on_progress = [this](const std::string& text) { session_->set_progress(text); };
   h.on_figures = [this, nodes = base_.instances](const std::string& text) { session_->set_figures(text, nodes); };
   h.peer_figures = [this] { return session_->peer_figures(); };
+  h.on_ranks = [ranks = ranks_](const std::string& run_dir, const std::vector<int>& local) {
+    std::lock_guard lk(ranks->mu);
+    ranks->run_dir = run_dir;
+    ranks->local = local;
+  };
   return h;
 }
 

@@ -84,6 +84,15 @@ class ControlThread {
   int status_ = 125;
   std::optional<rdzv::Event> root_;
   std::optional<std::chrono::steady_clock::time_point> settle_until_;  // Settle: SettleOver then
+
+  // where the agent's ranks are (its on_ranks hook), for `dtrain status --stacks --rdzv`: the
+  // session's stacks desk dumps them on a thread of its own, never on the agent's loop
+  struct Ranks {
+    std::mutex mu;
+    std::string run_dir;     // "" until the agent set up its run folder
+    std::vector<int> local;
+  };
+  std::shared_ptr<Ranks> ranks_ = std::make_shared<Ranks>();
   std::thread thread_;
 };
 

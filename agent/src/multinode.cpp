@@ -62,6 +62,7 @@ int run_multinode(AgentOptions options, const MultiNodeOptions& mn) {
   else session = std::make_unique<rdzv::NodeSession>(session_options(cfg, 0));
   JoinLine line(options.progress, options.output.stderr_fd);
   rdzv::JoinResult first = join_with_line(*session, std::nullopt, line, cfg.where());
+  if (mn.joined) mn.joined();
   const config::Plan base = options.plan;  // an elastic job's later generations are planned from it
   apply_rank_table(options, first, cfg);
   DTRAIN_INFO(agent, "node {} of {}: ranks {}-{} of {}, master {}:{}", first.self.node_rank, first.self.nnodes,

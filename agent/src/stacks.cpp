@@ -192,4 +192,27 @@ std::vector<std::string> stack_lines(const std::vector<RankStack>& stacks) {
   return out;
 }
 
+std::string pack_stacks(const StacksText& t) {
+  std::string out;
+  for (const auto& l : t.summary) out += l + "\n";
+  out += "\n";
+  for (const auto& l : t.lines) out += l + "\n";
+  return out;
+}
+
+StacksText unpack_stacks(const std::string& text) {
+  StacksText t;
+  auto* into = &t.summary;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string l = text.substr(at, end - at);
+    at = end + 1;
+    if (l.empty()) into = &t.lines;
+    else into->push_back(visible_line(l));
+  }
+  return t;
+}
+
 }  // namespace dtrain::agent

@@ -274,6 +274,13 @@ void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
   }
 }
 
+// What a launch does about the rendezvous token (auth::resolve_token, then the head's own).
+std::string token_source(const Plan& plan, const Environment& env) {
+  if (plan.spec.rendezvous.token_file) return "file";
+  if (const std::string* t = env.get("DTRAIN_RDZV_TOKEN"); t != nullptr && !t->empty()) return "DTRAIN_RDZV_TOKEN";
+  return starts_every_host(plan) ? "launch" : "";
+}
+
 // An elastic range is the spec's (--nnodes MIN:MAX sets it there); other sources give a fixed count.
 int choose_min_instances(const Plan& plan) {
   const auto& src = plan.identity.field_sources.at("instances");
@@ -366,6 +373,12 @@ Plan replan(const Plan& plan, int instances) {
   return out;
 }
 
+bool starts_every_host(const Plan& plan) {
+  const auto& h = plan.hosts;
+  if (!h || plan.identity.field_sources.at("node_rank") == "flags") return false;
+  return !(h->names.size() == 1 && h->this_host == 0);
+}
+
 Plan make_plan(const JobSpec& spec, const Overrides& given, const Environment& env) {
   Problems problems;
   Plan plan;
@@ -392,6 +405,7 @@ Plan make_plan(const JobSpec& spec, const Overrides& given, const Environment& e
   check_elastic_sizes(plan, problems);
   choose_run_id(plan);
   choose_endpoint(plan, ov, problems);
+  plan.token_source = token_source(plan, env);
   if (!problems.empty()) {
     std::string source = spec.source.empty() ? std::string("job spec") : spec.source.string();
     throw SpecError(source, std::move(problems));

@@ -77,6 +77,15 @@ std::string rank_table(const Plan& plan) {
   return out;
 }
 
+// Where the launch's rendezvous token comes from (Plan::token_source).
+std::string token_text(const Plan& plan) {
+  const auto& src = plan.token_source;
+  if (src == "file") return "token from " + plan.spec.rendezvous.token_file.value_or("");
+  if (src == "DTRAIN_RDZV_TOKEN") return "token from DTRAIN_RDZV_TOKEN";
+  if (src == "launch") return "a token this launch makes, sent to each host on its launch agent's standard input";
+  return "no token";
+}
+
 json rendezvous_json(const Plan& plan) {
   const auto& s = plan.spec;
   json r;
@@ -86,6 +95,7 @@ json rendezvous_json(const Plan& plan) {
   r["heartbeat_s"] = s.rendezvous.heartbeat_s;
   r["heartbeat_timeout_s"] = s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s);
   r["token_file"] = s.rendezvous.token_file ? json(*s.rendezvous.token_file) : json(nullptr);
+  r["token"] = plan.token_source.empty() ? json(nullptr) : json(plan.token_source);
   r["last_call_s"] = s.rendezvous.last_call_s;
   r["backend"] = s.rendezvous.backend;
   if (s.rendezvous.backend == "etcd") {
@@ -268,9 +278,9 @@ std::string plan_to_text(const Plan& plan) {
   row("rendezvous", plan.rdzv_endpoint.empty() ? std::string("standalone store on this node (loopback)")
                                                : fmt::format("{}{} ({})", s.rendezvous.backend == "etcd" ? "etcd at " : "",
                                                              plan.rdzv_endpoint, plan.rdzv_source));
-  row("", fmt::format("join timeout {} s, heartbeat every {} s, lost after {} s{}", s.rendezvous.join_timeout_s,
+  row("", fmt::format("join timeout {} s, heartbeat every {} s, lost after {} s, {}", s.rendezvous.join_timeout_s,
                       s.rendezvous.heartbeat_s, s.rendezvous.heartbeat_timeout_s.value_or(3 * s.rendezvous.heartbeat_s),
-                      s.rendezvous.token_file ? ", token from " + *s.rendezvous.token_file : std::string(", no token")));
+                      token_text(plan)));
   if (!plan.layout.data_only()) out += parallel_text(plan);
   if (plan.pipeline_bubble)
     row("bubble", fmt::format("(p-1)/(m+p-1) = {}/{} = {:.1f}% of each iteration a stage waits", plan.layout.pipeline - 1,

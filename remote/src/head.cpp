@@ -28,19 +28,28 @@ constexpr std::uint64_t kDrainMs = 5000;  // after the end, how long output may 
 void say(const std::string& s) { agent::write_all(STDERR_FILENO, "dtrain: " + s + "\n"); }
 
 // One of a host's output streams, forwarded to this process's `fd` a whole line at a time, so that
-// the hosts' lines never mix.
+// the hosts' lines never mix. On stderr, the host's kJoinedLine is taken out and noted in `joined`.
 struct Output {
   UvHandle<uv_pipe_t> pipe;
   std::string pending;
   char buf[16384];
   int fd = STDOUT_FILENO;
+  bool* joined = nullptr;  // stderr: where the joined line is noted
 
   void forward(std::string_view data) {
     pending.append(data);
     std::size_t cut = pending.rfind('\n');
     if (cut == std::string::npos && pending.size() < kMaxPendingLine) return;
     cut = cut == std::string::npos ? pending.size() : cut + 1;
-    agent::write_all(fd, std::string_view(pending).substr(0, cut));
+    std::string_view whole = std::string_view(pending).substr(0, cut);
+    if (std::size_t at = joined ? whole.find(kJoinedLine) : std::string_view::npos;
+        at != std::string_view::npos && (at == 0 || whole[at - 1] == '\n')) {
+      *joined = true;
+      agent::write_all(fd, whole.substr(0, at));
+      agent::write_all(fd, whole.substr(at + kJoinedLine.size()));
+    } else {
+      agent::write_all(fd, whole);
+    }
     pending.erase(0, cut);
   }
   void finish() {
@@ -62,6 +71,7 @@ struct Host {
   Output out, err;
   bool running = false;
   bool killed = false;
+  bool joined = false;  // its node joined the rendezvous (kJoinedLine came)
 };
 
 struct WriteReq {
@@ -80,10 +90,11 @@ class Head {
 
   int run();
   void exited(Host& h, std::int64_t status, int sig);
+  void ended(const Host& h, int status, bool lost);
   void apply(const std::vector<HeadAction>& actions);
 
  private:
-  void start(Host& h);
+  int start(Host& h);
   void send(Host& h, std::string data);
   void end_all();
   std::string still_running() const;
@@ -110,7 +121,8 @@ void on_read(uv_stream_t* stream, ssize_t n, const uv_buf_t* buf) {
   else if (n < 0) o->finish();
 }
 
-void Head::start(Host& h) {
+// Starts the host's launch; its status when it cannot be started (the host then never joins).
+int Head::start(Host& h) {
   std::vector<std::string> argv;
   if (!h.direct) {
     argv = job_.launch_agent;
@@ -126,6 +138,7 @@ void Head::start(Host& h) {
   h.out.pipe.init([&](uv_pipe_t* p) { return uv_pipe_init(&loop_, p, 0); }, &h.out);
   h.err.pipe.init([&](uv_pipe_t* p) { return uv_pipe_init(&loop_, p, 0); }, &h.err);
   h.err.fd = STDERR_FILENO;
+  h.err.joined = &h.joined;
   uv_stdio_container_t stdio[3];
   stdio[0].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE);
   stdio[0].data.stream = reinterpret_cast<uv_stream_t*>(h.in.get());
@@ -150,14 +163,14 @@ void Head::start(Host& h) {
     h.in.close();
     h.out.pipe.close();
     h.err.pipe.close();
-    apply(machine_.on_end(h.rank, rc == UV_ENOENT ? exit_code::not_found : exit_code::not_executable, false));
-    return;
+    return rc == UV_ENOENT ? exit_code::not_found : exit_code::not_executable;
   }
   h.running = true;
   uv_read_start(reinterpret_cast<uv_stream_t*>(h.out.pipe.get()), on_alloc, on_read);
   uv_read_start(reinterpret_cast<uv_stream_t*>(h.err.pipe.get()), on_alloc, on_read);
   HeadHeader header{job_.token, job_.cwd, job_.words, h.rank, job_.env};
   send(h, encode_header(header));
+  return exit_code::ok;
 }
 
 void Head::send(Host& h, std::string data) {
@@ -181,7 +194,15 @@ void Head::exited(Host& h, std::int64_t status, int sig) {
     say(fmt::format("host {} (node {}): {} ended {} without dtrain's status: the host or its connection was lost",
                     h.name, h.rank, h.direct ? "dtrain" : job_.launch_agent.front(),
                     sig != 0 ? fmt::format("by signal {}", sig) : fmt::format("with {}", status)));
-  apply(machine_.on_end(h.rank, static_cast<int>(status), lost));
+  ended(h, static_cast<int>(status), lost);
+}
+
+// The host's launch is over (or never started): to the machine, saying so when the others are stopped for it.
+void Head::ended(const Host& h, int status, bool lost) {
+  if (!h.joined && (lost || status != exit_code::ok) && !told_ && !still_running().empty())
+    say(fmt::format("host {} (node {}) ended before it joined the rendezvous: the other nodes would wait for it in "
+                    "vain; stopping them", h.name, h.rank));
+  apply(machine_.on_end(h.rank, status, lost, h.joined));
 }
 
 std::string Head::still_running() const {
@@ -260,8 +281,11 @@ int Head::run() {
     h->direct = h->rank == job_.this_host;
     hosts_.push_back(std::move(h));
   }
+  // every host is started before any that could not be is ended: the others are told to stop then
+  std::vector<std::pair<int, int>> failed;
   for (auto& h : hosts_)
-    if (!status_) start(*h);
+    if (int code = start(*h); code != exit_code::ok) failed.emplace_back(h->rank, code);
+  for (auto [rank, code] : failed) ended(*hosts_[static_cast<std::size_t>(rank)], code, false);
   uv_run(&loop_, UV_RUN_DEFAULT);
   for (auto& h : hosts_) {  // output still open when the drain timer ended the loop
     h->out.finish();

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtrain/common/errors.hpp"
+#include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/system.hpp"
 
 namespace dtrain::remote {
@@ -119,6 +120,10 @@ int node_main(int /*argc*/, char** argv, int (*run)(int, char**)) {
 }
 
 const std::optional<std::string>& head_token() { return token_slot(); }
+
+void tell_head_joined() {
+  if (head_token()) agent::write_all(STDERR_FILENO, kJoinedLine);
+}
 
 void watch_head() {
   sys::AllSignalsBlocked blocked;  // the signals it raises are the agent's loop's to handle

@@ -7,7 +7,7 @@
 
 namespace dtrain::remote {
 
-std::vector<HeadAction> HeadMachine::on_end(int host, int status, bool lost) {
+std::vector<HeadAction> HeadMachine::on_end(int host, int status, bool lost, bool joined) {
   std::vector<HeadAction> out;
   auto i = static_cast<std::size_t>(host);
   if (ended_[i]) return out;
@@ -22,7 +22,11 @@ std::vector<HeadAction> HeadMachine::on_end(int host, int status, bool lost) {
     out.push_back({HeadAction::finish, root_.value_or(exit_code::ok)});
     return out;
   }
-  if (phase_ == Phase::running) {
+  if (!joined && code != exit_code::ok && (phase_ == Phase::running || phase_ == Phase::waiting)) {
+    phase_ = Phase::told;  // nobody will hear of it through the rendezvous: no time to give
+    out.push_back({HeadAction::send_signal, SIGTERM});
+    out.push_back({HeadAction::arm_timer});
+  } else if (phase_ == Phase::running) {
     phase_ = Phase::waiting;
     out.push_back({HeadAction::arm_timer});
   }

@@ -7,6 +7,8 @@
 // with a non-zero status (a lost host counts as 69, node lost). Once a host's launch has ended, the
 // others have `patience` seconds to end on their own (they hear of a failure through the
 // rendezvous); then they are told SIGTERM; after `patience` more their launch agents are killed.
+// A host that ended with a failure before it joined the rendezvous is one the others wait for in
+// vain (none of them can hear of it): they are told SIGTERM at once.
 #include <optional>
 #include <vector>
 
@@ -21,7 +23,8 @@ class HeadMachine {
  public:
   explicit HeadMachine(int hosts) : ended_(static_cast<std::size_t>(hosts), false), left_(hosts) {}
 
-  std::vector<HeadAction> on_end(int host, int status, bool lost);
+  // `joined`: the host's node had joined the rendezvous (its launch said so)
+  std::vector<HeadAction> on_end(int host, int status, bool lost, bool joined = true);
   std::vector<HeadAction> on_signal(int sig);
   std::vector<HeadAction> on_timer();
 

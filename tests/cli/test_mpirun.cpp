@@ -80,6 +80,28 @@ TEST_SUITE("cli::mpirun") {
     CHECK(has(r.out, "not one of the hosts"));
   }
 
+  TEST_CASE("-H: plan says where the token comes from, as the launch takes it (the head makes one when none is given)") {
+    Result r = run({DTRAIN_BIN, "plan", "-H", "a,b", "--", "/bin/true"});
+    CHECK(r.status == 0);
+    CHECK_MESSAGE(has(r.out, ", a token this launch makes, sent to each host on its launch agent's standard input"), r.out);
+    CHECK_MESSAGE(!has(r.out, "no token"), r.out);
+    CHECK(ok(plan({"-H", "a,b", "--", "/bin/true"}))["rendezvous"]["token"] == "launch");
+    auto env = base_env();
+    env["DTRAIN_RDZV_TOKEN"] = std::string(32, 'k');
+    r = run({DTRAIN_BIN, "plan", "-H", "a,b", "--", "/bin/true"}, env);
+    CHECK_MESSAGE(has(r.out, ", token from DTRAIN_RDZV_TOKEN"), r.out);
+    CHECK(ok(plan({"-H", "a,b", "--", "/bin/true"}, env))["rendezvous"]["token"] == "DTRAIN_RDZV_TOKEN");
+    TempDir t;
+    std::string file = t.write("token", std::string(32, 't') + "\n");
+    r = run({DTRAIN_BIN, "plan", "-H", "a,b", "--token-file", file, "--", "/bin/true"});
+    CHECK_MESSAGE(has(r.out, ", token from " + file), r.out);
+    // one node of the job (--node-rank): no head to make a token, refused as its launch would be
+    r = run({DTRAIN_BIN, "plan", "-H", "a,b", "--node-rank", "1", "--", "/bin/true"});
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "has no token"));
+    CHECK(ok(plan({"-H", "a,b", "--node-rank", "1", "--insecure", "--", "/bin/true"}))["rendezvous"]["token"].is_null());
+  }
+
   TEST_CASE("--hostfile, --launch-agent and --cpu-bind: in the plan, text and JSON; bad words refused") {
     TempDir t;
     std::string file = t.write("hosts", "# lab\nbox1 slots=2\n\nbox2:2   # the second\nbox3\n");

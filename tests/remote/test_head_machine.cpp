@@ -59,6 +59,36 @@ TEST_SUITE("remote::head_machine") {
     CHECK(has(m.on_end(2, 0, true), HeadAction::finish, 69));
   }
 
+  TEST_CASE("a host that fails before it joined: the others are told SIGTERM at once, then killed after patience") {
+    HeadMachine m(3);
+    auto a = m.on_end(1, 255, true, /*joined=*/false);
+    CHECK(has(a, HeadAction::send_signal, SIGTERM));
+    CHECK(has(a, HeadAction::arm_timer));
+    CHECK(m.root_host() == 1);
+    CHECK(has(m.on_timer(), HeadAction::kill_agents));
+    m.on_end(0, 143, false);
+    CHECK(has(m.on_end(2, 143, false), HeadAction::finish, 69));
+    // a launch that could not even be started (127) is the root cause with its own status
+    HeadMachine n(2);
+    CHECK(has(n.on_end(0, 127, false, false), HeadAction::send_signal, SIGTERM));
+    CHECK(has(n.on_end(1, 143, false), HeadAction::finish, 127));
+  }
+
+  TEST_CASE("a host that ends well before it joined, or fails after it joined: the others get the patience period") {
+    HeadMachine m(2);
+    auto a = m.on_end(0, 0, false, false);
+    CHECK_FALSE(has(a, HeadAction::send_signal));
+    CHECK(has(a, HeadAction::arm_timer));
+    HeadMachine n(2);
+    a = n.on_end(0, 3, false, true);
+    CHECK_FALSE(has(a, HeadAction::send_signal));
+    CHECK(has(a, HeadAction::arm_timer));
+    // told at once after a failure before joining, even while the others had their patience period
+    HeadMachine k(3);
+    k.on_end(0, 3, false, true);
+    CHECK(has(k.on_end(1, 255, true, false), HeadAction::send_signal, SIGTERM));
+  }
+
   TEST_CASE("a signal at the head goes to every host and is the root cause; kill after patience") {
     HeadMachine m(2);
     auto a = m.on_signal(SIGINT);

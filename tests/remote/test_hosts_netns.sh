@@ -81,24 +81,24 @@ fi
 cleanup_sshd() { for p in "${sshd_pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; }
 trap 'cleanup_sshd; netns_end' EXIT
 
-# job NAME SCRIPT: one worker per host; each dumps its env to $T/env-$RANK before SCRIPT
+# job NAME SCRIPT [GRACE_S]: one worker per host; each dumps its env to $T/env-$RANK before SCRIPT
 job() {
-  local name=$1 script=${2//\"/\\\"}
+  local name=$1 script=${2//\"/\\\"} grace=${3:-2}
   mkdir -p "$tmp/$name"
   cat >"$tmp/$name/job.json" <<EOF2
 {"version": 1, "name": "$name",
  "command": ["sh", "-c", "env > \"\$T/env-\$RANK.tmp\" && mv \"\$T/env-\$RANK.tmp\" \"\$T/env-\$RANK\"; $script"],
  "cluster": {"procs_per_instance": 1},
  "rendezvous": {"heartbeat_s": 0.5, "heartbeat_timeout_s": 2, "join_timeout_s": 40},
- "env": {"T": "$tmp/$name", "NETNS_MARKER": "$prefix-$name"}, "grace_s": 2}
+ "env": {"T": "$tmp/$name", "NETNS_MARKER": "$prefix-$name"}, "grace_s": $grace}
 EOF2
 }
 
 head_pid=
-# start NAME PORT: the head, in the background ($! is the head itself: head_cmd execs it)
+# start NAME PORT [AGENT]: the head, in the background ($! is the head itself: head_cmd execs it)
 start() {
-  local name=$1 port=$2
-  head_cmd "$bin" launch --no-progress "${hosts_words[@]}" --launch-agent "$launch_agent" --token-file "$tmp/token" \
+  local name=$1 port=$2 agent=${3:-$launch_agent}
+  head_cmd "$bin" launch --no-progress "${hosts_words[@]}" --launch-agent "$agent" --token-file "$tmp/token" \
     --rdzv-endpoint "$prefix-n0:$port" "$tmp/$name/job.json" >"$tmp/$name/out" 2>"$tmp/$name/err" </dev/null &
   head_pid=$!
 }
@@ -156,6 +156,10 @@ job fail '[ "$RANK" = 1 ] && exit 7; exec sleep 60'
 start fail 29412
 wait_rc "$head_pid" 90
 [ "$rc" = 7 ] || fail "a worker's failure: the head exited $rc, expected 7"
+# host 1 had joined: the others hear of its failure through the rendezvous (no stop from the head),
+# and the line by which each host said it joined is not in the output
+grep -q "ended before it joined" "$tmp/fail/err" && fail "a worker's failure: the head took host 1 for one that never joined"
+grep -q $'\001' "$tmp/fail/out" "$tmp/fail/err" && fail "a worker's failure: the hosts' joined lines reached the output"
 nothing_left fail || fail "a worker's failure: processes left behind"
 [ "$failures" -eq "$before" ] && ok "rank 1 exits 7 on host 1: the head exits 7, nothing left" || show fail
 
@@ -201,6 +205,28 @@ else
 fi
 nothing_left dead || fail "head killed: processes left behind"
 [ "$failures" -eq "$before" ] && ok "the head killed: nothing left on any host" || show dead
+
+# 6. host 1 cannot be reached (its launch agent fails as ssh does when refused: 255) before it joins:
+# the others wait for it in vain, so the head stops them at once, not after its patience period
+# (grace_s 30 + heartbeat timeout 2 + 5 s = 37 s here); node lost (69), nothing left
+before=$failures
+job early 'exec sleep 60' 30
+cat >"$tmp/refusing-agent" <<EOF2
+#!/bin/sh
+[ "\$1" = "$prefix-n1" ] && { echo "ssh: connect to host \$1 port 22: Connection refused" >&2; exit 255; }
+exec $launch_agent "\$@"
+EOF2
+chmod +x "$tmp/refusing-agent"
+began=$SECONDS
+start early 29416 "$tmp/refusing-agent"
+wait_rc "$head_pid" 90
+took=$((SECONDS - began))
+[ "$rc" = 69 ] || fail "host 1 refused: the head exited $rc, expected 69 (node lost)"
+grep -q "host $prefix-n1 (node 1) ended before it joined the rendezvous" "$tmp/early/err" \
+  || fail "host 1 refused: the head does not say it ended before joining"
+[ "$took" -lt 30 ] || fail "host 1 refused: the head ended after $took s, the others waited out its patience"
+nothing_left early || fail "host 1 refused: processes left behind"
+[ "$failures" -eq "$before" ] && ok "host 1 refused before joining: the others stopped at once ($took s), 69, nothing left" || show early
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all cases passed ($agent)"

@@ -66,6 +66,10 @@ void NodeSession::start_monitoring(EventFn on_event) {
   co.client_name = fmt::format("watcher {}", opts_.host);
   events_.set_handler(std::move(on_event));
   watch_.start(co);
+  if (stacks_source_) {
+    co.client_name = fmt::format("stacks {}", opts_.host);
+    desk_.start(co, result().self.node_rank, stacks_source_);
+  }
   heartbeat_.start(*session_, result().self.node_rank, [this, where = session_->endpoint()](const std::string& why) {
     events_.deliver(rendezvous_lost(where, why));
   });
@@ -74,6 +78,7 @@ void NodeSession::start_monitoring(EventFn on_event) {
 void NodeSession::stop_monitoring() {
   heartbeat_.stop();
   watch_.stop();
+  desk_.stop();
 }
 
 void NodeSession::close_all() {

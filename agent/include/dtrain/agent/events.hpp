@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dtrain/agent/job_state.hpp"
 #include "dtrain/agent/worker_exit.hpp"
@@ -58,6 +59,10 @@ struct AgentHooks {
   // and the other nodes' as last received, by node rank (progress_watch.hpp).
   std::function<void(const std::string& text)> on_figures;
   std::function<std::map<int, std::string>()> peer_figures;
+  // Where this node's ranks keep their files (the run folder: progress pages, stacks files) and
+  // which ranks are this node's: before the first generation starts, and again when an elastic
+  // job's plan changes.
+  std::function<void(const std::string& run_dir, const std::vector<int>& local_ranks)> on_ranks;
 };
 
 }  // namespace dtrain::agent

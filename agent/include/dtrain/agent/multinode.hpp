@@ -24,6 +24,7 @@
 // exit barrier timed out; 77 the token or run id was refused; 2 a spec conflict between nodes (every
 // node that joined is refused, naming the fields that differ) or a multi-node job without a token
 // (unless insecure).
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -34,6 +35,7 @@ namespace dtrain::agent {
 struct MultiNodeOptions {
   bool insecure = false;  // allow a multi-node job without a token (trusted network only)
   std::optional<std::string> token;  // given (by the head of a launch over hosts); else resolve_token's
+  std::function<void()> joined;      // called once this node joined the job (the head hears of it)
 };
 
 // True when the plan needs the multi-node driver: several instances or a rendezvous endpoint.

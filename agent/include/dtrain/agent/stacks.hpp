@@ -5,7 +5,9 @@
 // whose first line, "dtrain-stacks pid N", names the process that registered. dump_stacks() sends
 // the signal to those processes and reads what they append; a rank without such a file (a native
 // worker, a Python run with -S or -I) or a process that cannot answer (stopped, gone) gets a clear
-// "no stack". The agent dumps them on a hang; `dtrain status --stacks` on demand.
+// "no stack". The agent dumps them on a hang; `dtrain status --stacks` on demand, and, across
+// nodes, each node's agent when `dtrain status --stacks --rdzv` asks it through the rendezvous
+// (control_thread.cpp answers with pack_stacks()).
 // tests/agent/test_stacks.cpp.
 #include <filesystem>
 #include <string>
@@ -37,5 +39,13 @@ std::vector<std::string> stack_summary(const std::vector<RankStack>& stacks);
 // Every rank's full dump, under a "rank R (pid P):" heading each. What a worker wrote (its file
 // names, its source lines) is made visible (visible_text.hpp), in both.
 std::vector<std::string> stack_lines(const std::vector<RankStack>& stacks);
+
+// A node's stacks as one text (what its agent answers through the rendezvous): the summary's
+// lines, an empty line, then every rank's dump; unpack_stacks() splits it again.
+struct StacksText {
+  std::vector<std::string> summary, lines;
+};
+std::string pack_stacks(const StacksText& t);
+StacksText unpack_stacks(const std::string& text);
 
 }  // namespace dtrain::agent

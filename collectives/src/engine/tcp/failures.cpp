@@ -4,15 +4,26 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "../../store_value.hpp"
 #include "wire.hpp"
 
 namespace dtrain::coll::tcp {
+
+std::optional<AbortRecord> parse_abort_record(std::string_view v) {
+  std::size_t digits = 0;
+  int status = 0;
+  while (digits < v.size() && digits < 3 && v[digits] >= '0' && v[digits] <= '9')
+    status = status * 10 + (v[digits++] - '0');
+  if (digits == 0 || v[0] == '0' || status < DTRAIN_ERR_INVALID_ARGUMENT || status > DTRAIN_ERR_INTERNAL) return std::nullopt;
+  std::string_view rest = v.substr(digits);
+  if (rest.rfind(" rank ", 0) != 0) return std::nullopt;
+  return AbortRecord{static_cast<dtrain_status_t>(status), std::string(rest.substr(1))};
+}
 
 void Failures::abort(dtrain_status_t status, const std::string& msg) noexcept {
   if (aborted_.exchange(true)) return;
@@ -58,13 +69,12 @@ void Failures::peer_failed(const std::string& call, int peer, const std::string&
     for (long i = 0; i < tries; ++i) {
       std::string keys[1] = {key};
       if (store_.check(keys)) {
-        std::string v = rdzv::to_string(store_.get(key, std::chrono::milliseconds(1000)));
-        int st = 0;
-        int used = 0;
-        std::sscanf(v.c_str(), "%d %n", &st, &used);
-        auto status = st > 0 ? static_cast<dtrain_status_t>(st) : DTRAIN_ERR_PEER;
-        throw CollError(status, fmt::format("{} on rank {}: {} failed: {}", call, me, links_.text(peer),
-                                            v.substr(std::min(static_cast<std::size_t>(used), v.size()))));
+        const rdzv::Bytes v = store_.get(key, std::chrono::milliseconds(1000));
+        if (auto rec = parse_abort_record(rdzv::to_string(v)))
+          throw CollError(rec->status, fmt::format("{} on rank {}: {} failed: {}", call, me, links_.text(peer), rec->text));
+        throw CollError(DTRAIN_ERR_PEER, fmt::format("{} on rank {}: {} failed: {}", call, me, links_.text(peer),
+                                                     junk_value_text(key, v, "a failed rank's abort record "
+                                                                             "(\"STATUS rank R: MESSAGE\")")));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

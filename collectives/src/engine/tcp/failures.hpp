@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../../call.hpp"
@@ -25,6 +27,15 @@
 #include "links.hpp"
 
 namespace dtrain::coll::tcp {
+
+// A failing rank's abort record, as abort() writes it: "STATUS rank R: MESSAGE", STATUS one of the
+// library's error statuses in decimal. nullopt for any other bytes (a peer gone wrong, another
+// program writing the store under the same key): the caller reports them as such, never as a status.
+struct AbortRecord {
+  dtrain_status_t status;
+  std::string text;  // "rank R: MESSAGE"
+};
+std::optional<AbortRecord> parse_abort_record(std::string_view v);
 
 class Failures {
  public:

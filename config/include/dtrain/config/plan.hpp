@@ -100,11 +100,18 @@ struct Plan {
   std::string python_source;               // "--python", "PYTHON_EXEC", "python3 from PATH"
   std::string instance_type;               // the GPU instance type the GPUs per instance came from
   std::optional<HostsPlan> hosts;          // -H, --hosts, --hostfile (node ranks in their order)
+  // where a launch takes the rendezvous token from: "file", "DTRAIN_RDZV_TOKEN", "launch" (a launch
+  // that starts every host makes one of its own when neither is given), "" none (never the token)
+  std::string token_source;
   // pipeline > 1: the idle fraction of each iteration, (p-1)/(m+p-1) for p stages and m micro-batches
   std::optional<double> pipeline_bubble;
 
   bool elastic() const { return min_instances < instances; }
 };
+
+// A launch of this plan starts `dtrain launch` on every host (the head): hosts of -H or --hostfile
+// without --node-rank, other than this machine alone.
+bool starts_every_host(const Plan& plan);
 
 // Default port of a rendezvous endpoint derived from the master address (torchrun's).
 inline constexpr int kDefaultRdzvPort = 29400;

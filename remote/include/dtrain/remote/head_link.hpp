@@ -7,6 +7,10 @@
 //   then     a signal's name a line (INT, TERM, HUP): the head got it, the host's launch gets it;
 //   EOF      the head is gone (ssh dropped, head killed): the host's launch stops as on SIGTERM.
 //
+// Back come the host's launch's stdout and stderr, and on its stderr one line, kJoinedLine, once the
+// node joined the job's rendezvous (the head strips it): a host whose launch ends without it never
+// joined, so the other nodes wait for it in vain and the head stops them at once.
+//
 // The launch agent runs `AGENT... HOST DTRAIN __remote`; node_main reads the header and runs
 // `dtrain launch --node-rank R WORDS...` in this process with the header's token.
 #include <optional>
@@ -37,6 +41,11 @@ std::vector<std::pair<std::string, std::string>> head_env(char** environ);
 // (or stays in the home folder, with a warning, where it is missing), sets its variables and runs
 // `run(["dtrain", "launch", "--node-rank", R, WORDS...])`.
 int node_main(int argc, char** argv, int (*run)(int, char**));
+
+// The line a host's launch writes on its stderr once its node joined the rendezvous.
+inline constexpr std::string_view kJoinedLine = "\001dtrain: joined the rendezvous\n";
+// Writes kJoinedLine (in a process started by a head).
+void tell_head_joined();
 
 // The token of this process's head, when `dtrain __remote` started it.
 const std::optional<std::string>& head_token();

@@ -17,6 +17,7 @@
 
 #include "dtrain/rendezvous/store/client.hpp"
 #include "dtrain/rendezvous/membership/records.hpp"
+#include "dtrain/rendezvous/membership/stacks_desk.hpp"
 
 namespace dtrain::rdzv {
 
@@ -99,6 +100,11 @@ class Membership {
   // count); the others' as they last published them, by node rank (empty where nothing is shared).
   virtual void set_figures(std::string text, int nodes) = 0;
   virtual std::map<int, std::string> peer_figures() const = 0;
+  // Before start_monitoring: how this node answers `dtrain status --stacks --rdzv` (the text of its
+  // ranks' stacks; called on a thread of the membership's own). The built-in backend answers while
+  // it monitors (stacks_desk.hpp); the etcd backend does not (`dtrain status` reads the built-in
+  // rendezvous only).
+  virtual void set_stacks_source(StacksSource source) { (void)source; }
   virtual void report_failure(int rank, int exit_code, int signal, const std::string& message) = 0;
   virtual void report_stop(int exit_code, int signal, const std::string& message) = 0;
   virtual std::optional<Event> finish(std::chrono::milliseconds timeout) = 0;

@@ -15,7 +15,8 @@
 //
 // Protocol (server side in rendezvous/server, docs/wire-protocol.md): the join (src/node_join.cpp)
 // uses its own connection, which stays the node's session (heartbeats, reports, exit barrier); a
-// second connection blocks in `watch` (event_watch.hpp) so a job event reaches every agent at once.
+// second connection blocks in `watch` (event_watch.hpp) so a job event reaches every agent at once;
+// with a stacks source, a third blocks for `dtrain status --stacks` requests (stacks_desk.hpp).
 // An agent whose session connection closes without finishing, or that misses heartbeats
 // (heartbeat.hpp) for heartbeat_timeout, is declared lost by the server and every agent's watcher
 // wakes with a "lost" event. If this agent loses the server itself, it gets a synthetic "lost" event
@@ -76,6 +77,8 @@ class NodeSession final : public Membership {
   // Sent and read back with the heartbeats (heartbeat.hpp).
   void set_figures(std::string text, int nodes) override { heartbeat_.set_figures(std::move(text), nodes); }
   std::map<int, std::string> peer_figures() const override { return heartbeat_.peer_figures(); }
+  // Answered from start_monitoring() to stop_monitoring() (the exit barrier included).
+  void set_stacks_source(StacksSource source) override { stacks_source_ = std::move(source); }
   // Reports a failed worker; every agent (this one too) then sees a "failure" event.
   void report_failure(int rank, int exit_code, int signal, const std::string& message) override;
   // Reports that this node stops on its own (a signal, a time limit, a hang) with `exit_code`;
@@ -104,6 +107,8 @@ class NodeSession final : public Membership {
   JobEvents events_;
   Heartbeat heartbeat_;
   EventWatch watch_;
+  StacksDesk desk_;
+  StacksSource stacks_source_;
   mutable std::mutex mu_;  // session_ and result_: report() and result() come from other threads
   std::unique_ptr<TcpStore> session_;
   JoinResult result_;
