@@ -276,6 +276,7 @@ void choose_endpoint(Plan& plan, const Overrides& ov, Problems& problems) {
 
 // What a launch does about the rendezvous token (auth::resolve_token, then the head's own).
 std::string token_source(const Plan& plan, const Environment& env) {
+  if (plan.rdzv_endpoint.empty()) return "store";  // one node: its own store's token, whatever is given
   if (plan.spec.rendezvous.token_file) return "file";
   if (const std::string* t = env.get("DTRAIN_RDZV_TOKEN"); t != nullptr && !t->empty()) return "DTRAIN_RDZV_TOKEN";
   return starts_every_host(plan) ? "launch" : "";

@@ -83,6 +83,7 @@ std::string token_text(const Plan& plan) {
   if (src == "file") return "token from " + plan.spec.rendezvous.token_file.value_or("");
   if (src == "DTRAIN_RDZV_TOKEN") return "token from DTRAIN_RDZV_TOKEN";
   if (src == "launch") return "a token this launch makes, sent to each host on its launch agent's standard input";
+  if (src == "store") return "a token the store makes for this node's workers";
   return "no token";
 }
 

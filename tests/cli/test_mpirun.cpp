@@ -100,6 +100,8 @@ TEST_SUITE("cli::mpirun") {
     CHECK(r.status == 2);
     CHECK(has(r.err, "has no token"));
     CHECK(ok(plan({"-H", "a,b", "--node-rank", "1", "--insecure", "--", "/bin/true"}))["rendezvous"]["token"].is_null());
+    // one node: its own store's token, whatever the environment holds
+    CHECK(ok(plan({"-n", "2", "--", "/bin/true"}, env))["rendezvous"]["token"] == "store");
   }
 
   TEST_CASE("--hostfile, --launch-agent and --cpu-bind: in the plan, text and JSON; bad words refused") {

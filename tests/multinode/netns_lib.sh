@@ -54,15 +54,13 @@ wait_files() {
 
 # no process with the job's marker anywhere (the namespaces share the pid space)
 no_workers_left() {
-  local marker=$1 waited=0 p
+  local marker=$1 waited=0 found
   while :; do
-    local found=""
-    for p in /proc/[0-9]*; do
-      grep -qz "^NETNS_MARKER=$marker\$" "$p/environ" 2>/dev/null && found="$found ${p#/proc/}"
-    done
+    # one grep over every environment (NUL-separated entries), not a process per /proc entry
+    found=$(grep -lzxF "NETNS_MARKER=$marker" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | tr '\n' ' ')
     [ -z "$found" ] && return 0
     sleep 0.2
     waited=$((waited + 1))
-    [ "$waited" -lt 100 ] || { echo "left behind:$found"; return 1; }
+    [ "$waited" -lt 100 ] || { echo "left behind: $found"; return 1; }
   done
 }

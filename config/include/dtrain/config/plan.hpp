@@ -101,7 +101,8 @@ struct Plan {
   std::string instance_type;               // the GPU instance type the GPUs per instance came from
   std::optional<HostsPlan> hosts;          // -H, --hosts, --hostfile (node ranks in their order)
   // where a launch takes the rendezvous token from: "file", "DTRAIN_RDZV_TOKEN", "launch" (a launch
-  // that starts every host makes one of its own when neither is given), "" none (never the token)
+  // that starts every host makes one of its own when neither is given), "store" (one node: its own
+  // store makes one), "" none (never the token)
   std::string token_source;
   // pipeline > 1: the idle fraction of each iteration, (p-1)/(m+p-1) for p stages and m micro-batches
   std::optional<double> pipeline_bubble;
