@@ -52,6 +52,7 @@ Agent::Impl::Impl(AgentOptions o, AgentHooks h)
                                     : FailureNotice::Send()) {
   watch.warn_stragglers(opt.plan.spec.output.straggler_share,
                         [this](const std::string& line) { terminal.say("dtrain: " + line); });
+  if (hooks.on_figures) watch.share_figures(opt.plan.instances, hooks.on_figures, hooks.peer_figures);
   terminal.set_progress_source([this] {
     return progress_text({state.load(), result.restarts, opt.plan.spec.restart.max_restarts, gen.group().live(),
                           result.local_ranks, machine.waiting_for_go()});

@@ -48,6 +48,8 @@ AgentHooks ControlThread::hooks() {
   h.on_self_stop = [this](const SelfStop& s, int g) { push(bridge::SelfStopped{s, g}); };
   // thread-safe, and the session outlives the agent: no need to pass through the queue
   h.on_progress = [this](const std::string& text) { session_->set_progress(text); };
+  h.on_figures = [this, nodes = base_.instances](const std::string& text) { session_->set_figures(text, nodes); };
+  h.peer_figures = [this] { return session_->peer_figures(); };
   h.on_ranks = [ranks = ranks_](const std::string& run_dir, const std::vector<int>& local) {
     std::lock_guard lk(ranks->mu);
     ranks->run_dir = run_dir;

@@ -4,6 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <set>
+
 #include <fmt/format.h>
 
 #include "dtrain/agent/write_all.hpp"
@@ -62,8 +65,14 @@ void ProgressWatch::sample(const std::vector<RankProgress>& ranks, std::int64_t 
 
 // The window's report to the run folder (replaced whole: a reader never sees half of it), and the warning.
 std::string ProgressWatch::stragglers(std::int64_t now_ns) {
-  auto r = straggler::report(tracker_.window());
-  auto lines = straggler::report_lines(r, fmt::format("the last {:.0f} s", r.span_s));
+  auto local = tracker_.window();
+  if (share_) share_(straggler::encode({local, tracker_.whole()}));
+  double span_s = local.empty() ? 0 : local.front().span_s;
+  std::vector<int> mine;
+  for (const auto& t : local) mine.push_back(t.rank);
+  int seen = 0;
+  auto r = straggler::report(merged(std::move(local), true, seen));
+  auto lines = straggler::report_lines(r, scope(fmt::format("the last {:.0f} s", span_s), seen));
   if (!board_.dir().empty()) {
     std::string text;
     for (const auto& l : lines) text += l + "\n";
@@ -78,20 +87,48 @@ std::string ProgressWatch::stragglers(std::int64_t now_ns) {
     }
   }
   const auto* slowest = r.slowest_rank();
-  bool full = r.span_s >= 3;  // a window with enough in it
+  if (slowest && std::find(mine.begin(), mine.end(), slowest->rank) == mine.end()) slowest = nullptr;  // its node warns
+  bool full = span_s >= 3;  // a window with enough in it
   bool due = !warned_ns_ || now_ns - *warned_ns_ >= static_cast<std::int64_t>(kWarnEveryS * 1e9);
   if (warn_ && warn_share_ > 0 && slowest && slowest->share > warn_share_ && full && due) {
     warned_ns_ = now_ns;
     warn_(fmt::format("warning: straggler: {} over the last {:.0f} s (output.straggler_share {})",
-                      straggler::slowest_text(r), r.span_s, warn_share_));
+                      straggler::slowest_text(r), span_s, warn_share_));
   }
   return lines.empty() ? "" : lines[0];
 }
 
 std::vector<std::string> ProgressWatch::straggler_lines() const {
-  auto r = straggler::report(tracker_.whole());
-  if (r.span_s < 1) return {};  // a few of the coarse clock's ticks: no figure worth a line
-  return straggler::report_lines(r, fmt::format("the whole run, {:.1f} s", r.span_s));
+  auto local = tracker_.whole();
+  double span_s = local.empty() ? 0 : local.front().span_s;
+  if (span_s < 1) return {};  // a few of the coarse clock's ticks: no figure worth a line
+  int seen = 0;
+  auto r = straggler::report(merged(std::move(local), false, seen));
+  return straggler::report_lines(r, scope(fmt::format("the whole run, {:.1f} s", span_s), seen));
+}
+
+std::vector<straggler::RankTimes> ProgressWatch::merged(std::vector<straggler::RankTimes> local, bool window,
+                                                        int& seen) const {
+  seen = 1;
+  if (!peers_) return local;
+  std::set<int> ranks;
+  for (const auto& t : local) ranks.insert(t.rank);
+  for (const auto& [node, text] : peers_()) {
+    auto f = straggler::decode(text);
+    bool any = false;
+    for (auto& t : window ? f.window : f.whole)
+      if (ranks.insert(t.rank).second) {
+        local.push_back(t);
+        any = true;
+      }
+    seen += any;
+  }
+  return local;
+}
+
+std::string ProgressWatch::scope(const std::string& what, int seen) const {
+  if (nodes_ <= 1) return what;
+  return seen >= nodes_ ? fmt::format("{}, all {} nodes", what, nodes_) : fmt::format("{}, {} of {} nodes", what, seen, nodes_);
 }
 
 }  // namespace dtrain::agent

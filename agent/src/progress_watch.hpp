@@ -8,9 +8,11 @@
 // when it is not, the report waits kBlameWaitS longer, so that the node that has it speaks first.
 // Each check also adds the pages' time inside the collectives to the straggler report
 // (straggler.hpp): over the last kStragglerWindowS, written to <run folder>/stragglers for `dtrain
-// status` and its headline published with the rest; a warning when one rank keeps the others waiting
-// more than output.straggler_share of that window (at most once per kWarnEveryS); over the whole
-// generation for the summary. tests/agent/test_progress_watch.cpp.
+// status` and its headline published with the rest; a warning when one rank of this node keeps the
+// others waiting more than output.straggler_share of that window (at most once per kWarnEveryS);
+// over the whole generation for the summary. On several nodes this node's figures go to the others
+// and theirs come back (share_figures: through the rendezvous's heartbeats), so the report covers
+// every node that shared, and says how many. tests/agent/test_progress_watch.cpp.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -67,6 +69,15 @@ class ProgressWatch {
   }
   // The straggler report over the generation's run so far (its last check): the summary's end.
   std::vector<std::string> straggler_lines() const;
+  // The other nodes' figures: `share` sends this node's (straggler::encode), `peers` gives the
+  // others' as last received, by node rank; `nodes`: the job's node count.
+  using ShareFigures = std::function<void(const std::string& text)>;
+  using PeerFigures = std::function<std::map<int, std::string>()>;
+  void share_figures(int nodes, ShareFigures share, PeerFigures peers) {
+    nodes_ = nodes;
+    share_ = std::move(share);
+    peers_ = std::move(peers);
+  }
 
  private:
   const ProgressBoard& board_;
@@ -78,11 +89,17 @@ class ProgressWatch {
   std::map<int, std::int64_t> stopped_since_;  // ranks seen stopped (state T), since when
   void sample(const std::vector<RankProgress>& ranks, std::int64_t now_ns);
   std::string stragglers(std::int64_t now_ns);  // the window's report: its headline
+  // This node's figures (window or whole) with those of the other nodes' ranks; counts the nodes in `seen`.
+  std::vector<straggler::RankTimes> merged(std::vector<straggler::RankTimes> local, bool window, int& seen) const;
+  std::string scope(const std::string& what, int seen) const;  // "the last 10 s, 2 of 2 nodes"
 
   straggler::Tracker tracker_{kStragglerWindowS};
   double warn_share_ = 0;
   Warn warn_;
   std::optional<std::int64_t> warned_ns_;  // the last warning
+  int nodes_ = 1;
+  ShareFigures share_;
+  PeerFigures peers_;
 };
 
 }  // namespace dtrain::agent

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -153,6 +154,50 @@ std::vector<std::string> report_lines(const Report& r, const std::string& scope,
     out.push_back(fmt::format("  {} rank{}: no wait for {} (under {})", none, none == 1 ? "" : "s",
                               none == 1 ? "it" : "them", percent(kNoise)));
   return out;
+}
+
+std::string encode(const Figures& f) {
+  std::string out;
+  for (const auto* part : {&f.window, &f.whole}) {
+    out += part == &f.window ? "window\n" : "whole\n";
+    for (const auto& r : *part) {
+      out += fmt::format("{} {}", r.rank, r.span_s);
+      for (std::size_t o = 0; o < pg::kOps; ++o)
+        if (r.calls[o] != 0 || r.ns[o] != 0) out += fmt::format(" {}:{}:{}", o, r.calls[o], r.ns[o]);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+Figures decode(const std::string& text) {
+  Figures f;
+  std::vector<RankTimes>* part = nullptr;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line == "window" || line == "whole") {
+      part = line == "window" ? &f.window : &f.whole;
+      continue;
+    }
+    std::istringstream words(line);
+    RankTimes r;
+    if (part == nullptr || !(words >> r.rank >> r.span_s) || r.rank < 0 || !(r.span_s > 0)) continue;
+    bool ok = true;
+    for (std::string w; ok && words >> w;) {
+      std::size_t o = 0;
+      unsigned long long calls = 0;
+      long long ns = 0;
+      char c1 = 0, c2 = 0;
+      std::istringstream item(w);
+      ok = static_cast<bool>(item >> o >> c1 >> calls >> c2 >> ns) && c1 == ':' && c2 == ':' && o < pg::kOps && ns >= 0;
+      if (ok) {
+        r.calls[o] = calls;
+        r.ns[o] = ns;
+      }
+    }
+    if (ok) part->push_back(r);
+  }
+  return f;
 }
 
 std::vector<std::string> read_report(const std::filesystem::path& run_dir) {

@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
       const double alg = data / tmax / 1e9;
       const double factor = k == OP_ALLREDUCE ? 2.0 * (n - 1) / n : (k == OP_BROADCAST ? 1.0 : (double)(n - 1) / n);
       if (rank == 0)
-        printf("%-15s %12zu %12zu %6s %6s %8d %12.2f %10.3f %10.3f %7lld\n", kOpNames[k], full * sizeof(float), full,
+        printf("%-15s %12zu %12zu %6s %6s %8d %12.3f %10.3f %10.3f %7lld\n", kOpNames[k], full * sizeof(float), full,
                "float", k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER ? "sum" : "-", iters, tmax * 1e6, alg,
                alg * factor, wrong);
       fflush(stdout);

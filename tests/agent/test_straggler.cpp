@@ -109,6 +109,28 @@ TEST_SUITE("agent::straggler") {
     CHECK(lines[3] == "  2 ranks: no wait for them (under 0.1%)");
   }
 
+  TEST_CASE("a node's figures for the others: encoded, decoded as they were; junk lines skipped") {
+    st::Figures f;
+    f.window = {rank(3, 10.25, 100, 5.5), rank(4, 10.25, 0, 0)};
+    auto b = rank(3, 60.5, 600, 30);
+    b.calls[kBarrier] = 7;
+    b.ns[kBarrier] = 123;
+    f.whole = {b};
+    auto text = st::encode(f);
+    auto back = st::decode(text + "junk\n5 x\n6 1.5 99:1:1\n7 -1\n");
+    REQUIRE(back.window.size() == 2);
+    REQUIRE(back.whole.size() == 1);
+    CHECK(back.window[0].rank == 3);
+    CHECK(back.window[0].span_s == 10.25);
+    CHECK(back.window[0].calls[kAllreduce] == 100);
+    CHECK(back.window[0].ns[kAllreduce] == 5500000000);
+    CHECK(back.window[1].rank == 4);
+    CHECK(back.whole[0].ns[kBarrier] == 123);
+    CHECK(back.whole[0].calls[kBarrier] == 7);
+    CHECK(st::decode("").window.empty());
+    CHECK(st::decode("3 10 2:1:1\n").window.empty());  // a rank line before any part
+  }
+
   TEST_CASE("totals: a call in progress counts up to now; an empty page counts nothing") {
     pg::Snapshot s;
     s.valid = true;

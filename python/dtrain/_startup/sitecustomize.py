@@ -52,6 +52,7 @@ def _stacks():
 # begin_ns, end_ns (i64); version 2: op_calls[16] (u64), op_ns[16] (i64), per op the calls that
 # returned and their total time inside
 _MAGIC, _VERSION, _OP_SLOTS = 0x67707464, 2, 16
+_OP_CALLS, _OP_NS = 8, 8 + _OP_SLOTS  # their first 8-byte word
 _OPS = {"barrier": 1, "all_reduce": 2, "broadcast": 3, "all_gather": 4, "all_gather_into_tensor": 4,
         "reduce_scatter": 5, "reduce_scatter_tensor": 5, "send": 7, "recv": 8, "reduce": 9, "gather": 10,
         "scatter": 11, "all_to_all": 12, "all_to_all_single": 12}
@@ -95,10 +96,10 @@ class _Page:
         import time
 
         now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        op = self.u32[4]
-        if op < _OP_SLOTS:
-            self.i64[8 + _OP_SLOTS + op] += max(now - self.i64[6], 0)
-            self.u64[8 + op] += 1
+        op, inside = self.u32[4], now - self.i64[6]
+        if op < _OP_SLOTS and inside >= 0:
+            self.i64[_OP_NS + op] += inside
+            self.u64[_OP_CALLS + op] += 1
         self.i64[7] = now
 
 

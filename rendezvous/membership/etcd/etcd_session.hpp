@@ -44,6 +44,8 @@ class EtcdSession final : public rdzv::Membership {
   // `dtrain status` reads the built-in rendezvous only: nothing to publish here
   void set_local_state(std::string, int, int, int) override {}
   void set_progress(std::string) override {}
+  void set_figures(std::string, int) override {}  // each node reports its own ranks
+  std::map<int, std::string> peer_figures() const override { return {}; }
   void report_failure(int rank, int exit_code, int signal, const std::string& message) override;
   void report_stop(int exit_code, int signal, const std::string& message) override;
   std::optional<rdzv::Event> finish(std::chrono::milliseconds timeout) override;

@@ -38,6 +38,34 @@ void Heartbeat::set_progress(std::string text) {
   progress_ = std::move(text);
 }
 
+void Heartbeat::set_figures(std::string text, int nodes) {
+  std::lock_guard lock(mu_);
+  figures_ = std::move(text);
+  nodes_ = nodes;
+}
+
+std::map<int, std::string> Heartbeat::peer_figures() const {
+  std::lock_guard lock(mu_);
+  return peers_;
+}
+
+// Stores this node's figures (when they changed) and reads up to kFiguresPerBeat other nodes' (off the lock).
+void Heartbeat::exchange_figures(TcpStore& session, int node_rank, std::optional<std::string> mine, int nodes) {
+  if (mine) session.set(figures_key(node_rank), as_bytes(*mine));
+  std::map<int, std::string> read;
+  int start = next_peer_;
+  for (int i = 0, asked = 0; i < nodes && asked < kFiguresPerBeat; ++i) {
+    int n = (start + i) % nodes;
+    if (n == node_rank) continue;
+    ++asked;
+    next_peer_ = (n + 1) % nodes;
+    std::vector<std::string> key{figures_key(n)};
+    if (session.check(key)) read[n] = to_string(session.get(key[0], reply_timeout_));
+  }
+  std::lock_guard lock(mu_);
+  for (auto& [n, text] : read) peers_[n] = std::move(text);
+}
+
 void Heartbeat::loop(TcpStore& session, int node_rank, const std::function<void(const std::string&)>& on_lost) {
   std::unique_lock lock(mu_);
   for (;;) {
@@ -46,10 +74,13 @@ void Heartbeat::loop(TcpStore& session, int node_rank, const std::function<void(
     wire::Frame hb(wire::Op::heartbeat);
     hb.str(state_).i64(running_).i64(exited_).i64(restarts_);
     std::optional<std::string> progress = std::exchange(progress_, std::nullopt);
+    std::optional<std::string> figures = std::exchange(figures_, std::nullopt);
+    int nodes = nodes_;
     lock.unlock();
     try {
       session.call(hb, reply_timeout_);
       if (progress) session.set(progress_key(node_rank), as_bytes(*progress));
+      if (nodes > 1) exchange_figures(session, node_rank, std::move(figures), nodes);
     } catch (const Error& e) {
       lock.lock();
       if (stop_) return;

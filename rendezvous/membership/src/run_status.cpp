@@ -24,6 +24,7 @@ ClientOptions scope_of(const ClientOptions& opts, const RunStatus& st) {
 }  // namespace
 
 std::string progress_key(int node_rank) { return fmt::format("dtrain/progress/node-{}", node_rank); }
+std::string figures_key(int node_rank) { return fmt::format("dtrain/figures/node-{}", node_rank); }
 
 std::string stacks_ask_key(std::int64_t request) { return fmt::format("dtrain/stacks/ask-{}", request); }
 

@@ -3,6 +3,7 @@
 // (Agent::post, from any thread) and the hooks through which local events go out (called on the
 // agent's loop thread). The multi-node driver (multinode.hpp) connects the two to the rendezvous.
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,10 @@ struct AgentHooks {
   // Every second while workers run: where each local rank is (hang.hpp's lines, and a "stuck: ..."
   // line past the threshold), when some worker uses the collectives library.
   std::function<void(const std::string& text)> on_progress;
+  // Several nodes: this node's figures for the straggler report (every second while workers run),
+  // and the other nodes' as last received, by node rank (progress_watch.hpp).
+  std::function<void(const std::string& text)> on_figures;
+  std::function<std::map<int, std::string>()> peer_figures;
   // Where this node's ranks keep their files (the run folder: progress pages, stacks files) and
   // which ranks are this node's: before the first generation starts, and again when an elastic
   // job's plan changes.

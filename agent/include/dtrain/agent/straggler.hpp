@@ -63,6 +63,15 @@ std::string slowest_text(const Report& r);
 // "the whole run"), then the ranks the others waited for, most first (at most `max_ranks`).
 std::vector<std::string> report_lines(const Report& r, const std::string& scope, std::size_t max_ranks = 8);
 
+// A node's figures for the other nodes (through the rendezvous): its ranks' differences over the
+// last window and over the whole run, as text ("window"/"whole" lines, then one line per rank:
+// "RANK SPAN_S OP:CALLS:NS ..."). decode() skips what it cannot read.
+struct Figures {
+  std::vector<RankTimes> window, whole;
+};
+std::string encode(const Figures& f);
+Figures decode(const std::string& text);
+
 // The report a run's agent last wrote in its run folder (<run_dir>/stragglers, once a second while
 // the workers run): what `dtrain status` shows; empty when there is none.
 std::vector<std::string> read_report(const std::filesystem::path& run_dir);

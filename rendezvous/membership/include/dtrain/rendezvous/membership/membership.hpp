@@ -10,6 +10,7 @@
 // drives either through this interface.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,6 +96,10 @@ class Membership {
   virtual void stop_monitoring() = 0;
   virtual void set_local_state(std::string state, int running, int exited, int restarts) = 0;
   virtual void set_progress(std::string text) = 0;
+  // The straggler report's figures: this node's, shared with the others (`nodes`: the job's node
+  // count); the others' as they last published them, by node rank (empty where nothing is shared).
+  virtual void set_figures(std::string text, int nodes) = 0;
+  virtual std::map<int, std::string> peer_figures() const = 0;
   // Before start_monitoring: how this node answers `dtrain status --stacks --rdzv` (the text of its
   // ranks' stacks; called on a thread of the membership's own). The built-in backend answers while
   // it monitors (stacks_desk.hpp); the etcd backend does not (`dtrain status` reads the built-in

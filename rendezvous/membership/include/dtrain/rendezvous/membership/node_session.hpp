@@ -74,6 +74,9 @@ class NodeSession final : public Membership {
   // Where this node's workers are (the agent's hang diagnosis, one line per rank): stored with the
   // next heartbeat under progress_key(node rank) (run_status.hpp) in this generation's keys.
   void set_progress(std::string text) override;
+  // Sent and read back with the heartbeats (heartbeat.hpp).
+  void set_figures(std::string text, int nodes) override { heartbeat_.set_figures(std::move(text), nodes); }
+  std::map<int, std::string> peer_figures() const override { return heartbeat_.peer_figures(); }
   // Answered from start_monitoring() to stop_monitoring() (the exit barrier included).
   void set_stacks_source(StacksSource source) override { stacks_source_ = std::move(source); }
   // Reports a failed worker; every agent (this one too) then sees a "failure" event.

@@ -16,6 +16,8 @@ namespace dtrain::rdzv {
 
 // The key, in a generation's scope, under which node `node_rank` publishes its progress lines.
 std::string progress_key(int node_rank);
+// ... and its agent's figures for the straggler report (agent/straggler.hpp's encoding).
+std::string figures_key(int node_rank);
 // The run ids the server knows (with at least one joined node).
 std::vector<std::string> list_runs(const ClientOptions& opts);
 // The node table of `run_id` (latest generation).
