@@ -30,7 +30,7 @@ overlap=${DTRAIN_CI_OVERLAP:-1}
 # shared-memory engine's world sizes 1-8 (its TCP and hierarchical cases take minutes under TSan).
 tsan_targets=(test_collectives_comm test_collectives_in_place test_collectives_failures test_collectives_shm
               test_rendezvous_store test_rendezvous_membership test_rendezvous_server test_rendezvous_hostile test_multinode)
-tsan_regex="^(test_collectives_in_place|test_collectives_failures|test_collectives_shm|test_rendezvous_store|test_rendezvous_membership|test_rendezvous_server|test_rendezvous_hostile|test_multinode)$"
+tsan_regex="^(test_collectives_in_place|test_collectives_failures|test_collectives_shm|test_rendezvous_store|test_rendezvous_membership|test_rendezvous_server|test_rendezvous_hostile|test_multinode|test_multinode_messages|test_multinode_elastic)$"
 # Sanitizer reports fail the test that triggers them (the TSan defaults built into the executables,
 # and why: common/include/dtrain/common/sanitizer_defaults.hpp).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}

@@ -105,19 +105,22 @@ TEST_SUITE("collectives::failures") {
     worlds.push_back(world_of(2, "auto", 1s));
     worlds.push_back(world_of(2, "tcp", 1s));
     const char* kinds[] = {"small allreduce", "large allreduce", "barrier", "broadcast"};
+    constexpr int kKinds = 4;
+    struct Outcome {
+      std::vector<dtrain_status_t> st;
+      std::vector<std::string> text, errors;
+    };
     for (World w : worlds) {
-      for (int kind = 0; kind < 4; ++kind) {
-        w.timeout = 1s;  // the others give up on call #2 a second after they reached it
-        CAPTURE(w.size);
-        CAPTURE(w.transport);
-        CAPTURE(w.local_size);
-        const std::string what = kinds[kind];
-        CAPTURE(what);
-        const int late = 1;
-        std::vector<dtrain_status_t> st(static_cast<std::size_t>(w.size), DTRAIN_SUCCESS);
-        std::vector<std::string> text(static_cast<std::size_t>(w.size));
+      w.timeout = 1s;  // the others give up on call #2 a second after they reached it
+      const int late = 1;
+      // The four kinds at once, a world each (own store, own segment): each waits out its timeout.
+      std::vector<Outcome> out(kKinds);
+      no_errors(on_threads(kKinds, [&](int kind) {
+        Outcome& o = out[static_cast<std::size_t>(kind)];
+        o.st.assign(static_cast<std::size_t>(w.size), DTRAIN_SUCCESS);
+        o.text.assign(static_cast<std::size_t>(w.size), "");
         std::atomic<int> failed{0};
-        no_errors(run_ranks(w, [&](Communicator& c, int r) {
+        o.errors = run_ranks(w, [&](Communicator& c, int r) {
           const std::size_t count = kind == 1 ? 32768 : 8;
           std::vector<float> a(count, 1.0f), b(count, 0.0f);
           c.allreduce(a.data(), b.data(), count, DTRAIN_FLOAT32, DTRAIN_SUM);  // call #1, together
@@ -130,25 +133,34 @@ TEST_SUITE("collectives::failures") {
               default: c.allreduce(a.data(), b.data(), count, DTRAIN_FLOAT32, DTRAIN_SUM); break;
             }
           });
-          st[static_cast<std::size_t>(r)] = res.first;
-          text[static_cast<std::size_t>(r)] = res.second;
+          o.st[static_cast<std::size_t>(r)] = res.first;
+          o.text[static_cast<std::size_t>(r)] = res.second;
           if (r != late) {
             ++failed;
             failed.notify_all();
           }
-        }));
+        });
+      }));
+      for (int kind = 0; kind < kKinds; ++kind) {
+        CAPTURE(w.size);
+        CAPTURE(w.transport);
+        CAPTURE(w.local_size);
+        const std::string what = kinds[kind];
+        CAPTURE(what);
+        const Outcome& o = out[static_cast<std::size_t>(kind)];
+        no_errors(o.errors);
         bool cause_named = false;
         for (int r = 0; r < w.size; ++r) {
           CAPTURE(r);
-          const auto& m = text[static_cast<std::size_t>(r)];
-          CHECK_MESSAGE(st[static_cast<std::size_t>(r)] != DTRAIN_SUCCESS, m);
+          const auto& m = o.text[static_cast<std::size_t>(r)];
+          CHECK_MESSAGE(o.st[static_cast<std::size_t>(r)] != DTRAIN_SUCCESS, m);
           CHECK_MESSAGE(m.find("#2") != std::string::npos, m);
-          if (r != late && st[static_cast<std::size_t>(r)] == DTRAIN_ERR_TIMEOUT)
-            cause_named = cause_named || text[late].find(m) != std::string::npos;
+          if (r != late && o.st[static_cast<std::size_t>(r)] == DTRAIN_ERR_TIMEOUT)
+            cause_named = cause_named || o.text[late].find(m) != std::string::npos;
         }
         // The late rank fails with the status and the message of a rank that timed out.
-        CHECK_MESSAGE(st[late] == DTRAIN_ERR_TIMEOUT, text[late]);
-        CHECK_MESSAGE(cause_named, text[late]);
+        CHECK_MESSAGE(o.st[late] == DTRAIN_ERR_TIMEOUT, o.text[late]);
+        CHECK_MESSAGE(cause_named, o.text[late]);
       }
     }
   }

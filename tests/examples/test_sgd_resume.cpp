@@ -72,14 +72,19 @@ Outcome launch(const TempDir& dir, const Launch& l, const std::string& name = "j
 
 std::string shown(const Outcome& o) { return "stdout:\n" + o.r.out + "\nstderr:\n" + o.r.err; }
 
-// The weights of an uninterrupted run, with a check that it was one.
-std::vector<double> uninterrupted(const TempDir& dir) {
-  const Outcome a = launch(dir, {}, "uninterrupted");
-  INFO(shown(a));
-  REQUIRE(a.r.status == 0);
-  CHECK(a.r.out.find("resumed") == std::string::npos);
-  REQUIRE(a.weights.size() == 9);
-  return a.weights;
+// The weights of an uninterrupted run, with a check that it was one: the same run for every case,
+// launched once (in a folder of its own) by the first case that asks.
+const std::vector<double>& uninterrupted() {
+  static const TempDir dir;
+  static const std::vector<double> weights = [] {
+    const Outcome a = launch(dir, {}, "uninterrupted");
+    INFO(shown(a));
+    REQUIRE(a.r.status == 0);
+    CHECK(a.r.out.find("resumed") == std::string::npos);
+    REQUIRE(a.weights.size() == 9);
+    return a.weights;
+  }();
+  return weights;
 }
 
 // Generation 0 of a launch in dir fails after step kFailStep and nothing restarts it: status 7, and
@@ -122,7 +127,7 @@ void alter_bias(const fs::path& file) {
 TEST_SUITE("examples::sgd_resume") {
   TEST_CASE("dp_sgd: generation 1 resumes from generation 0's last checkpoint and trains the uninterrupted weights") {
     TempDir dir;
-    const auto a = uninterrupted(dir);
+    const auto& a = uninterrupted();
     const Outcome b = launch(dir, {2, 1, std::nullopt, {"--fail-at-step", std::to_string(kFailStep)}}, "restarted");
     INFO(shown(b));
     REQUIRE(b.r.status == 0);
@@ -139,7 +144,7 @@ TEST_SUITE("examples::sgd_resume") {
 
   TEST_CASE("dp_sgd: restart.checkpoint_dir carries a job across launches; another lr or altered weights differ") {
     TempDir dir;
-    const auto a = uninterrupted(dir);
+    const auto& a = uninterrupted();
     fail_once(dir, "ckpt/run");
     fs::copy(dir.path / "ckpt/run", dir.path / "other-lr");
     fs::copy(dir.path / "ckpt/run", dir.path / "altered");
@@ -157,7 +162,7 @@ TEST_SUITE("examples::sgd_resume") {
 
   TEST_CASE("dp_sgd: a job resumed at another world size with the same global batch trains the same weights") {
     TempDir dir;
-    const auto a = uninterrupted(dir);
+    const auto& a = uninterrupted();
     fail_once(dir, "ckpt", 2);
     const double d = relative_difference(resumed(dir, "ckpt", {}, 4), a);
     MESSAGE("failed at world size 2, resumed at 4 vs uninterrupted at 2: relative difference " << d);

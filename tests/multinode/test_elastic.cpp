@@ -104,17 +104,20 @@ TEST_CASE("an elastic job at its maximum refuses one more node, and a node of an
 
 TEST_CASE("the demo worker after an elastic shrink ends with the weights of a run started at that size from the same checkpoint") {
   const fs::path worker = DEMO_WORKER;
-  // rank 0 of a later generation keeps the checkpoints it resumes from, for run B; the steps are paced
-  // (15 ms each, 200 of them) so that the job still runs when the test has seen step 20 and kills node 2
-  const std::string script = fmt::format(
-      "if [ \"$DTRAIN_GENERATION\" != 0 ] && [ \"$RANK\" = 0 ]; then cp -r \"$DTRAIN_CHECKPOINT_DIR\" "
-      "\"$T/resume-$DTRAIN_GENERATION\"; fi; exec '{}' --float64 --checkpoint-every 1 --step-sleep-ms 15 "
-      "--weights-out \"$T/weights-$DTRAIN_GENERATION\"",
-      worker.string());
+  // rank 0 of a later generation keeps the checkpoints it resumes from, for run B; in A's generation 0
+  // the steps are paced (15 ms each, 200 of them) so that the job still runs when the test has seen
+  // step 20 and kills node 2; what runs after that waits on nothing and is not paced
+  const auto script = [&](const char* pace) {
+    return fmt::format(
+        "if [ \"$DTRAIN_GENERATION\" != 0 ] && [ \"$RANK\" = 0 ]; then cp -r \"$DTRAIN_CHECKPOINT_DIR\" "
+        "\"$T/resume-$DTRAIN_GENERATION\"; fi; exec '{}' --float64 --checkpoint-every 1 --step-sleep-ms {} "
+        "--weights-out \"$T/weights-$DTRAIN_GENERATION\"",
+        worker.string(), pace);
+  };
   const std::string extra = R"(, "batch": {"global": 24, "dataset_size": 2400, "epochs": 2}, "restart": {"max_restarts": 1})";
 
   // A: three nodes of an elastic 2:3 job; node 2 is SIGKILLed mid-run, the other two finish from the checkpoint
-  Job a(kElastic, 1, script, extra);
+  Job a(kElastic, 1, script("$((DTRAIN_GENERATION == 0 ? 15 : 0))"), extra);
   const fs::path ckpt = a.t.path / "ckpt";
   std::vector<std::string> more{"--set", "/rendezvous/last_call_s=3", "--set", "/restart/checkpoint_dir=" + ckpt.string()};
   Node n0 = a.node(0, more), n1 = a.node(1, more), n2 = a.node(2, more);
@@ -132,7 +135,7 @@ TEST_CASE("the demo worker after an elastic shrink ends with the weights of a ru
   REQUIRE(fs::exists(a.t.path / "resume-1"));
 
   // B: a fixed two-node job that starts from the checkpoints generation 1 of A started from
-  Job b(2, 1, script, extra);
+  Job b(2, 1, script("0"), extra);
   std::vector<std::string> from{"--set", "/restart/checkpoint_dir=" + (a.t.path / "resume-1").string()};
   Node m0 = b.node(0, from), m1 = b.node(1, from);
   CHECK_MESSAGE(finish(m0, 120) == 0, err_of(m0));
