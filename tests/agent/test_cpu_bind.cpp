@@ -39,13 +39,25 @@ const dtrain::test::Need need_two_cores("two_cores", [] {
                              : std::string();
 });
 
-struct Launch {
-  int rc = -1;
+// Each worker writes its Cpus_allowed_list and OMP_NUM_THREADS to cpus.RANK.
+const char* kJob = R"({"command": ["sh", "-c",
+  "{ grep Cpus_allowed_list /proc/self/status | cut -f2; echo \"$OMP_NUM_THREADS\"; } > cpus.$RANK"]})";
+
+// A launch of kJob that succeeded: the CPUs it ran on, what the launcher said, what each rank saw.
+struct Bound {
+  std::vector<int> cpus = two_cores();
+  TempDir t;
   std::string err;
+
+  // `dtrain launch ARGS job.json` (with `env_words` before it) run by sh in t, on `cpus` only.
+  Bound(const std::string& env_words, const std::string& args);
+  // Cpus_allowed_list and OMP_NUM_THREADS of `rank`.
+  std::vector<std::string> seen(int rank) const { return lines_of(slurp(t.path / fmt::format("cpus.{}", rank))); }
 };
 
-// `dtrain launch ARGS` (with `env_words` before it) run by sh in t, on `cpus` only.
-Launch launch_on(const TempDir& t, const std::vector<int>& cpus, const std::string& env_words, const std::string& args) {
+Bound::Bound(const std::string& env_words, const std::string& args) {
+  REQUIRE(cpus.size() == 2);
+  write_file(t.path / "job.json", kJob);
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -53,67 +65,47 @@ Launch launch_on(const TempDir& t, const std::vector<int>& cpus, const std::stri
     CPU_ZERO(&set);
     for (int c : cpus) CPU_SET(c, &set);
     if (::sched_setaffinity(0, sizeof set, &set) != 0 || ::chdir(t.path.c_str()) != 0) _exit(125);
-    std::string cmd = fmt::format("env -u OMP_NUM_THREADS DTRAIN_TEST_GPUS=0 {} {} launch {} 2>launch.err >launch.out",
+    std::string cmd = fmt::format("env -u OMP_NUM_THREADS DTRAIN_TEST_GPUS=0 {} {} launch {} job.json 2>launch.err >launch.out",
                                   env_words, DTRAIN_BIN, args);
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  Launch l;
-  l.rc = wait_child(pid, 120);
-  l.err = slurp(t.path / "launch.err");
-  return l;
+  const int rc = wait_child(pid, 120);
+  err = slurp(t.path / "launch.err");
+  INFO(err);
+  REQUIRE(rc == 0);
 }
-
-// Each worker writes its Cpus_allowed_list and OMP_NUM_THREADS to cpus.RANK.
-const char* kJob = R"({"command": ["sh", "-c",
-  "{ grep Cpus_allowed_list /proc/self/status | cut -f2; echo \"$OMP_NUM_THREADS\"; } > cpus.$RANK"]})";
-
-std::vector<std::string> seen(const TempDir& t, int rank) { return lines_of(slurp(t.path / fmt::format("cpus.{}", rank))); }
 
 }  // namespace
 
 TEST_SUITE("agent::cpu_bind") {
   TEST_CASE("--cpu-bind core: two ranks on two cores take one each, OMP_NUM_THREADS 1, one line each") {
-    const auto cpus = two_cores();
-    REQUIRE(cpus.size() == 2);
-    TempDir t;
-    write_file(t.path / "job.json", kJob);
-    auto l = launch_on(t, cpus, "", "--cpu-bind core --nproc-per-node 2 job.json");
-    CAPTURE(l.err);
-    REQUIRE(l.rc == 0);
+    const Bound b("", "--cpu-bind core --nproc-per-node 2");
     for (int r = 0; r < 2; ++r) {
-      CHECK(seen(t, r) == std::vector<std::string>{std::to_string(cpus[r]), "1"});
-      CHECK(l.err.find(fmt::format("dtrain: rank {} (local rank {}) bound to CPUs {} (1 core, NUMA node", r, r, cpus[r])) !=
-            std::string::npos);
+      CHECK(b.seen(r) == std::vector<std::string>{std::to_string(b.cpus[r]), "1"});
+      CHECK(b.err.find(fmt::format("dtrain: rank {} (local rank {}) bound to CPUs {} (1 core, NUMA node", r, r,
+                                   b.cpus[r])) != std::string::npos);
     }
   }
 
   TEST_CASE("--bind-to core with more ranks than cores: shared in turn and said; OMP_NUM_THREADS of the user wins") {
-    const auto cpus = two_cores();
-    REQUIRE(cpus.size() == 2);
-    TempDir t;
-    write_file(t.path / "job.json", kJob);
-    auto l = launch_on(t, cpus, "OMP_NUM_THREADS=5", "--bind-to core --nproc-per-node 3 job.json");
-    CAPTURE(l.err);
-    REQUIRE(l.rc == 0);
-    CHECK(seen(t, 0) == std::vector<std::string>{std::to_string(cpus[0]), "5"});
-    CHECK(seen(t, 1) == std::vector<std::string>{std::to_string(cpus[1]), "5"});
-    CHECK(seen(t, 2) == std::vector<std::string>{std::to_string(cpus[0]), "5"});
-    CHECK(l.err.find("dtrain: cpu-bind core: 3 ranks on 2 cores: they share cores in turn") != std::string::npos);
-    CHECK(l.err.find(fmt::format("rank 2 (local rank 2) bound to CPUs {} (1 core, NUMA node", cpus[0])) != std::string::npos);
-    CHECK(l.err.find("shared by 2 ranks") != std::string::npos);
+    const Bound b("OMP_NUM_THREADS=5", "--bind-to core --nproc-per-node 3");
+    CHECK(b.seen(0) == std::vector<std::string>{std::to_string(b.cpus[0]), "5"});
+    CHECK(b.seen(1) == std::vector<std::string>{std::to_string(b.cpus[1]), "5"});
+    CHECK(b.seen(2) == std::vector<std::string>{std::to_string(b.cpus[0]), "5"});
+    CHECK(b.err.find("dtrain: cpu-bind core: 3 ranks on 2 cores: they share cores in turn") != std::string::npos);
+    CHECK(b.err.find(fmt::format("rank 2 (local rank 2) bound to CPUs {} (1 core, NUMA node", b.cpus[0])) !=
+          std::string::npos);
+    CHECK(b.err.find("shared by 2 ranks") != std::string::npos);
   }
 
-  TEST_CASE("--cpu-bind none: every worker keeps all the launcher's CPUs, and nothing is reported") {
-    const auto cpus = two_cores();
-    REQUIRE(cpus.size() == 2);
-    TempDir t;
-    write_file(t.path / "job.json", kJob);
-    auto l = launch_on(t, cpus, "", "--cpu-bind none --nproc-per-node 2 job.json");
-    CAPTURE(l.err);
-    REQUIRE(l.rc == 0);
-    const std::string both = dtrain::agent::cpu_list_text(std::vector<int>{std::min(cpus[0], cpus[1]), std::max(cpus[0], cpus[1])});
-    for (int r = 0; r < 2; ++r) CHECK(seen(t, r) == std::vector<std::string>{both, "1"});
-    CHECK(l.err.find("bound to") == std::string::npos);
+  TEST_CASE("--cpu-bind none (the default): every worker keeps all the launcher's CPUs, and nothing is reported") {
+    for (const char* args : {"--cpu-bind none --nproc-per-node 2", "--nproc-per-node 2"}) {
+      CAPTURE(args);
+      const Bound b("", args);
+      const std::string both = dtrain::agent::cpu_list_text({std::min(b.cpus[0], b.cpus[1]), std::max(b.cpus[0], b.cpus[1])});
+      for (int r = 0; r < 2; ++r) CHECK(b.seen(r) == std::vector<std::string>{both, "1"});
+      CHECK(b.err.find("bound to") == std::string::npos);
+    }
   }
 }
