@@ -132,15 +132,35 @@ void Agent::Impl::execute(const job::Spawn& a) {
   context->begin_generation(a.generation, a.master_port ? *a.master_port : net::pick_free_port("0.0.0.0"));
   auto logs = run_folder.attempt(a.generation);
   if (logs) result.logs = logs->string();
+  const CpuBinding binding = context->cpu_binding(opt.plan);
+  report_bindings(binding);
   for (const auto& r : opt.plan.ranks) {
     if (r.node_rank != opt.plan.identity.node_rank) continue;
+    const auto local = static_cast<std::size_t>(r.local_rank);
+    const RankCpus* cpus = local < binding.ranks.size() ? &binding.ranks[local] : nullptr;
     try {
-      gen.spawn(r, context->worker_env(opt.plan, r), run_folder.attempt_path(a.generation), logs, opt.reap_escapees);
+      gen.spawn(r, context->worker_env(opt.plan, r, cpus), run_folder.attempt_path(a.generation), logs,
+                opt.reap_escapees, cpus != nullptr ? cpus->cpus : std::vector<int>{});
     } catch (const std::exception& e) {
       return apply(job::SpawnFailed{e.what(), exit_status_of(e)});
     }
   }
   apply(job::Spawned{});  // a job of zero local workers is over at once
+}
+
+// One line per local rank with the CPUs it is bound to (as mpirun's --report-bindings), and how
+// they share them; said at the first generation and again when a new one is bound otherwise.
+void Agent::Impl::report_bindings(const CpuBinding& b) {
+  std::vector<std::string> lines;
+  for (const auto& note : b.notes) lines.push_back(fmt::format("dtrain: cpu-bind {}: {}", opt.plan.spec.cluster.cpu_bind, note));
+  for (const auto& r : opt.plan.ranks) {
+    const auto local = static_cast<std::size_t>(r.local_rank);
+    if (r.node_rank == opt.plan.identity.node_rank && local < b.ranks.size())
+      lines.push_back(fmt::format("dtrain: rank {} (local rank {}) bound to {}", r.rank, r.local_rank, b.ranks[local].describe()));
+  }
+  if (lines == bindings_said) return;
+  bindings_said = lines;
+  for (const auto& line : lines) terminal.say(line);
 }
 
 void Agent::Impl::execute(const job::Kill& a) {
@@ -149,7 +169,11 @@ void Agent::Impl::execute(const job::Kill& a) {
 }
 
 void Agent::Impl::execute(const job::LocalFailure& a) {
-  if (a.exit.exec_errno != 0)
+  if (a.exit.cpus_error)
+    terminal.say(fmt::format("dtrain: rank {}: cannot bind it to its CPUs: {} (has this agent's cpuset shrunk since "
+                             "it started? --cpu-bind none runs it unbound)",
+                             a.exit.rank, std::strerror(a.exit.exec_errno)));
+  else if (a.exit.exec_errno != 0)
     terminal.say(fmt::format("dtrain: rank {}: cannot {} '{}': {}", a.exit.rank,
                              a.exit.workdir_error ? "enter the workdir" : "execute",
                              a.exit.workdir_error ? context->workdir().string() : context->command()[0],

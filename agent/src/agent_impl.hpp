@@ -19,6 +19,8 @@
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "dtrain/agent/agent.hpp"
 #include "embedded_store.hpp"
@@ -61,6 +63,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   RunFolder run_folder;
   Generation gen;
   std::optional<StartupContext> context;  // from prepare() on
+  std::vector<std::string> bindings_said;  // the CPU bindings last reported (said again when they change)
   EmbeddedStore store;
   ProgressWatch watch;
   FailureNotice notice;
@@ -84,6 +87,7 @@ struct Agent::Impl final : WorkerGroup::Listener {
   void explain_exit(WorkerExit& w);
   void execute(const job::Enter& a);
   void execute(const job::Spawn& a);
+  void report_bindings(const CpuBinding& b);
   void execute(const job::Kill& a);
   void execute(const job::Say& a) { terminal.say(a.text); }
   void execute(const job::LocalFailure& a);

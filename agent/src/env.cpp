@@ -46,7 +46,7 @@ const std::string& python_package_dir() {
 }  // namespace
 
 EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const EnvContext& ctx,
-                  const EnvMap& base) {
+                  const EnvMap& base, int threads) {
   EnvMap env = base;
   for (const auto& [k, v] : plan.spec.env) env[k] = v;
   // Workers import `dtrain` and `dtrain.torch` with no PYTHONPATH of their own (theirs stays after),
@@ -115,7 +115,7 @@ EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const Env
   if (!ctx.shm_prefix.empty()) put(env, "DTRAIN_SHM_PREFIX", ctx.shm_prefix);
   if (plan.use_gpus && plan.spec.cluster.bind_gpus) put(env, "CUDA_VISIBLE_DEVICES", r.local_rank);
   if (env.find("OMP_NUM_THREADS") == env.end())
-    put(env, "OMP_NUM_THREADS", std::max(1, ctx.cores / std::max(1, local_world)));
+    put(env, "OMP_NUM_THREADS", threads > 0 ? threads : std::max(1, ctx.cores / std::max(1, local_world)));
   return env;
 }
 

@@ -15,7 +15,8 @@ void Generation::begin() {
 }
 
 void Generation::spawn(const config::RankInfo& r, EnvMap env, const std::filesystem::path& attempt_dir,
-                       const std::optional<std::filesystem::path>& logs, bool reap_escapees) {
+                       const std::optional<std::filesystem::path>& logs, bool reap_escapees,
+                       const std::vector<int>& cpus) {
   if (std::string page = board_.reset(r.rank); !page.empty()) {
     env["DTRAIN_PROGRESS_FILE"] = page;
     // where its Python start-up hook writes its stacks (stacks.hpp); an earlier worker's file names
@@ -27,7 +28,7 @@ void Generation::spawn(const config::RankInfo& r, EnvMap env, const std::filesys
   }
   error_files_[r.rank] = env["TORCHELASTIC_ERROR_FILE"] = prepare_error_file(attempt_dir, r.rank).string();
   watch_escapees(reap_escapees);
-  group_.spawn(r, env, logs);
+  group_.spawn(r, env, logs, cpus);
 }
 
 std::string Generation::error_file(int rank) const {

@@ -30,11 +30,11 @@ class Generation {
 
   // A generation starts: the last one's workers and error files are forgotten.
   void begin();
-  // Starts the worker of rank `r` with `env`, its progress page and its TORCHELASTIC_ERROR_FILE in
-  // `attempt_dir`, its logs in `logs` when kept. `reap_escapees`: the first start makes the agent a
-  // subreaper (escapees.hpp). Throws what WorkerGroup::spawn and prepare_error_file throw.
+  // Starts the worker of rank `r` with `env` on `cpus` (empty: unbound), its progress page and its
+  // TORCHELASTIC_ERROR_FILE in `attempt_dir`, its logs in `logs` when kept. `reap_escapees`: the
+  // first start makes the agent a subreaper (escapees.hpp). Throws what WorkerGroup::spawn and prepare_error_file throw.
   void spawn(const config::RankInfo& r, EnvMap env, const std::filesystem::path& attempt_dir,
-             const std::optional<std::filesystem::path>& logs, bool reap_escapees);
+             const std::optional<std::filesystem::path>& logs, bool reap_escapees, const std::vector<int>& cpus);
   // The TORCHELASTIC_ERROR_FILE of this generation's rank, "" when it has none.
   std::string error_file(int rank) const;
 

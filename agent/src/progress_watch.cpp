@@ -9,9 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "dtrain/agent/write_all.hpp"
-
 #include "dtrain/agent/hang.hpp"
+#include "dtrain/agent/write_all.hpp"
 #include "dtrain/common/progress_page.hpp"
 
 namespace dtrain::agent {
@@ -63,7 +62,22 @@ void ProgressWatch::sample(const std::vector<RankProgress>& ranks, std::int64_t 
   tracker_.add(now_ns, std::move(totals));
 }
 
-// The window's report to the run folder (replaced whole: a reader never sees half of it), and the warning.
+// The report's lines to <run folder>/stragglers, replaced whole: a reader never sees half of them.
+void ProgressWatch::write_report(const std::vector<std::string>& lines) const {
+  if (board_.dir().empty()) return;
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  auto path = board_.dir() / "stragglers";  // straggler::read_report's
+  auto tmp = path;
+  tmp += ".new";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  bool ok = write_all(fd, text);
+  ::close(fd);
+  if (ok) ::rename(tmp.c_str(), path.c_str());
+}
+
+// The window's report (this node's figures shared, the others' merged), written out, and the warning.
 std::string ProgressWatch::stragglers(std::int64_t now_ns) {
   auto local = tracker_.window();
   if (share_) share_(straggler::encode({local, tracker_.whole()}));
@@ -73,19 +87,7 @@ std::string ProgressWatch::stragglers(std::int64_t now_ns) {
   int seen = 0;
   auto r = straggler::report(merged(std::move(local), true, seen));
   auto lines = straggler::report_lines(r, scope(fmt::format("the last {:.0f} s", span_s), seen));
-  if (!board_.dir().empty()) {
-    std::string text;
-    for (const auto& l : lines) text += l + "\n";
-    auto path = board_.dir() / "stragglers";  // straggler::read_report's
-    auto tmp = path;
-    tmp += ".new";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      bool ok = write_all(fd, text);
-      ::close(fd);
-      if (ok) ::rename(tmp.c_str(), path.c_str());
-    }
-  }
+  write_report(lines);
   const auto* slowest = r.slowest_rank();
   if (slowest && std::find(mine.begin(), mine.end(), slowest->rank) == mine.end()) slowest = nullptr;  // its node warns
   bool full = span_s >= 3;  // a window with enough in it

@@ -89,6 +89,7 @@ class ProgressWatch {
   std::map<int, std::int64_t> stopped_since_;  // ranks seen stopped (state T), since when
   void sample(const std::vector<RankProgress>& ranks, std::int64_t now_ns);
   std::string stragglers(std::int64_t now_ns);  // the window's report: its headline
+  void write_report(const std::vector<std::string>& lines) const;
   // This node's figures (window or whole) with those of the other nodes' ranks; counts the nodes in `seen`.
   std::vector<straggler::RankTimes> merged(std::vector<straggler::RankTimes> local, bool window, int& seen) const;
   std::string scope(const std::string& what, int seen) const;  // "the last 10 s, 2 of 2 nodes"

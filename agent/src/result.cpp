@@ -34,6 +34,7 @@ nlohmann::json exit_json(const WorkerExit& w) {
   else j["exit_code"] = w.exit_code;
   if (w.exec_errno != 0) j["exec_errno"] = w.exec_errno;
   if (w.workdir_error) j["workdir_error"] = true;
+  if (w.cpus_error) j["cpus_error"] = true;
   j["first_exception"] = w.first_exception;
   j["error_file"] = w.error_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.error_file);
   j["error"] = error_json(w);

@@ -129,6 +129,8 @@ DTRAIN_CHILD_CODE int child_main(void* arg) {
     if (long e = sys(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL); e < 0) fail(status_fd, SpawnStep::setup, e);
     if (sys(SYS_getppid) != c.parent) sys(SYS_exit_group, DTRAIN_EXIT_SIGNAL_BASE + SIGKILL);  // it died first
   }
+  if (c.r.cpu_mask != nullptr)
+    if (long e = sys(SYS_sched_setaffinity, 0, c.r.cpu_mask_bytes, c.r.cpu_mask); e < 0) fail(status_fd, SpawnStep::cpus, e);
   if ((status_fd = static_cast<int>(above_stdio(status_fd))) < 0) status_fd = -1;
   long src[3];
   for (int i = 0; i < 3; ++i) {

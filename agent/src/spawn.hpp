@@ -4,19 +4,21 @@
 // in series; here the parent resumes as soon as the child has started its exec (CLONE_VFORK: the
 // kernel has taken the new program, which then loads on its own), and the children's programs load
 // side by side. The child, in raw system calls: its own process group (and session), stdio, signals
-// back to their defaults and unblocked, the working folder, optionally PR_SET_PDEATHSIG(SIGKILL)
+// back to their defaults and unblocked, the working folder, its CPUs when asked, optionally PR_SET_PDEATHSIG(SIGKILL)
 // (and, when the parent is already gone, no exec at all), then the exec, found as execvp finds it
 // along the PATH of its own environment. A child that fails writes one SpawnFailure record to
 // `status_fd` (a pipe, close-on-exec, so a successful exec writes nothing) and exits 127 (not found)
 // or 126; the parent reads it when it reaps the child.
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dtrain::agent {
 
-// Where a child failed: the exec itself, entering its working folder, or the set-up before them.
-enum class SpawnStep : std::int32_t { exec = 0, workdir = 1, setup = 2 };
+// Where a child failed: the exec itself, entering its working folder, binding it to its CPUs, or the
+// rest of the set-up before them.
+enum class SpawnStep : std::int32_t { exec = 0, workdir = 1, setup = 2, cpus = 3 };
 
 struct SpawnFailure {
   std::int32_t pid = 0;
@@ -36,6 +38,10 @@ struct SpawnRequest {
   // process group of its own in the parent's session (setpgid), hence in the parent's scheduler
   // autogroup, as a shell's job or torchrun's worker is. Either way the group is the child's pid.
   bool own_session = true;
+  // Its CPU affinity (sched_setaffinity before the exec; its threads inherit it): a mask of
+  // `cpu_mask_bytes` bytes as the kernel reads it (bit N of the array: CPU N); nullptr: the parent's.
+  const unsigned long* cpu_mask = nullptr;
+  std::size_t cpu_mask_bytes = 0;
 };
 
 // Starts the child and returns its pid; -1 with errno set when it cannot be made.

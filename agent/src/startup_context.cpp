@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include "dtrain/agent/check_command.hpp"
@@ -10,7 +12,9 @@
 #include "dtrain/common/errors.hpp"
 #include "dtrain/common/exit_codes.hpp"
 #include "dtrain/common/system.hpp"
+#include "dtrain/common/text.hpp"
 #include "dtrain/rendezvous/store/auth.hpp"
+#include "cpu_topology.hpp"
 #include "failure_report.hpp"
 
 namespace dtrain::agent {
@@ -67,8 +71,24 @@ void StartupContext::begin_generation(int generation, int master_port) {
   ctx_.master_port = master_port;
 }
 
-EnvMap StartupContext::worker_env(const config::Plan& plan, const config::RankInfo& r) const {
-  return agent::worker_env(plan, r, ctx_, base_env_);
+EnvMap StartupContext::worker_env(const config::Plan& plan, const config::RankInfo& r, const RankCpus* cpus) const {
+  return agent::worker_env(plan, r, ctx_, base_env_, cpus != nullptr ? cpus->threads() : 0);
+}
+
+CpuBinding StartupContext::cpu_binding(const config::Plan& plan) {
+  const CpuBind mode = cpu_bind_of(plan.spec.cluster.cpu_bind);
+  if (mode == CpuBind::none) return {};
+  if (!cpus_) {
+    cpus_ = read_cpu_topology(allowed_cpus());
+    if (plan.use_gpus) gpu_nodes_ = gpu_numa_nodes();
+  }
+  const int local = static_cast<int>(local_ranks(plan).size());
+  std::vector<int> gpu_nodes;
+  for (int gpu : local_gpus(plan, base_env_, local)) {
+    auto it = gpu_nodes_.find(gpu);
+    gpu_nodes.push_back(it == gpu_nodes_.end() ? -1 : it->second);
+  }
+  return bind_cpus(*cpus_, mode, local, gpu_nodes);
 }
 
 const std::string& StartupContext::interpreter(const config::Plan& plan) {
@@ -80,6 +100,24 @@ const std::string& StartupContext::interpreter(const config::Plan& plan) {
     interpreter_ = python_interpreter(command_, path_var, workdir_);
   }
   return *interpreter_;
+}
+
+std::vector<int> local_gpus(const config::Plan& plan, const EnvMap& base_env, int local) {
+  if (!plan.use_gpus) return {};
+  std::vector<int> visible;
+  const std::string* cvd = nullptr;
+  if (auto it = plan.spec.env.find("CUDA_VISIBLE_DEVICES"); it != plan.spec.env.end()) cvd = &it->second;
+  else if (auto jt = base_env.find("CUDA_VISIBLE_DEVICES"); jt != base_env.end()) cvd = &jt->second;
+  if (!plan.spec.cluster.bind_gpus && cvd != nullptr)
+    for (const auto& entry : text::split(*cvd, ',')) {
+      int index = -1;
+      auto [p, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), index);
+      visible.push_back(ec == std::errc{} && p == entry.data() + entry.size() ? index : -1);
+    }
+  std::vector<int> out;
+  for (int i = 0; i < local; ++i)
+    out.push_back(visible.empty() ? i : i < static_cast<int>(visible.size()) ? visible[static_cast<std::size_t>(i)] : -1);
+  return out;
 }
 
 std::vector<int> local_ranks(const config::Plan& plan) {

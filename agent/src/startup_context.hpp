@@ -7,12 +7,14 @@
 // from it. A bad command or tag format is refused here, before anything runs.
 // tests/agent/test_startup_context.cpp.
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "dtrain/agent/env.hpp"
 #include "dtrain/agent/options.hpp"
+#include "cpu_binding.hpp"
 #include "resolve_command.hpp"
 
 namespace dtrain::agent {
@@ -40,8 +42,12 @@ class StartupContext {
   void adopt(const config::Plan& plan);
   // The next generation's number and MASTER_PORT.
   void begin_generation(int generation, int master_port);
-  // The environment of the worker of rank `r` in the current generation.
-  EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r) const;
+  // The environment of the worker of rank `r` in the current generation; `cpus`: its share of the
+  // CPUs when bound (OMP_NUM_THREADS follows it).
+  EnvMap worker_env(const config::Plan& plan, const config::RankInfo& r, const RankCpus* cpus = nullptr) const;
+  // Each local rank's share of the CPUs under the plan's cluster.cpu_bind (cpu_binding.hpp), from
+  // this machine as it was when first asked (cpu_topology.hpp).
+  CpuBinding cpu_binding(const config::Plan& plan);
 
   // The Python that runs the command ("" : none), looked up along the PATH the workers get (the
   // spec's, else the agent's) the first time it is asked for.
@@ -54,7 +60,15 @@ class StartupContext {
   GuardianProgram guardian_;
   EnvContext ctx_;
   std::optional<std::string> interpreter_;
+  std::optional<CpuTopology> cpus_;
+  std::map<int, int> gpu_nodes_;  // by device minor
 };
+
+// The GPU (its index, /dev/nvidiaN) of each of `local` local ranks, -1 when not known; empty when
+// the job uses no GPUs. Local rank i uses GPU i of those it sees: with bind_gpus its
+// CUDA_VISIBLE_DEVICES is i, else the one it inherits (the spec's env, else the agent's, as Slurm
+// sets it) names them, the i-th entry local rank i's (an entry that is no index, a UUID: unknown).
+std::vector<int> local_gpus(const config::Plan& plan, const EnvMap& base_env, int local);
 
 // This node's ranks in `plan`.
 std::vector<int> local_ranks(const config::Plan& plan);

@@ -22,7 +22,8 @@ int WorkerExit::status() const {
 std::string WorkerExit::describe() const {
   if (!hang.empty()) return hang_state.empty() ? "hung: " + hang : fmt::format("hung (state {}): {}", hang_state, hang);
   if (exec_errno != 0)
-    return fmt::format("could not {} ({}), exit code {}", workdir_error ? "enter the workdir" : "execute the command",
+    return fmt::format("could not {} ({}), exit code {}",
+                       workdir_error ? "enter the workdir" : cpus_error ? "bind to its CPUs" : "execute the command",
                        std::strerror(exec_errno), exit_code);
   if (signal != 0) return fmt::format("killed by {} ({})", signal_name(signal), signal);
   return fmt::format("exit code {}", exit_code);

@@ -60,7 +60,7 @@ struct Fds {
 }  // namespace
 
 void WorkerGroup::spawn(const config::RankInfo& r, const EnvMap& env,
-                        const std::optional<std::filesystem::path>& log_dir) {
+                        const std::optional<std::filesystem::path>& log_dir, const std::vector<int>& cpus) {
   auto w = std::make_unique<Worker>();
   w->group = this;
   w->exit.rank = r.rank;
@@ -97,6 +97,17 @@ void WorkerGroup::spawn(const config::RankInfo& r, const EnvMap& env,
   // was a scheduler autogroup of its own (kernel.sched_autogroup_enabled), which the scheduler shares
   // the CPU between as between users' logins (bench/launch/steps.sh measures the per-step cost).
   req.own_session = false;
+  constexpr std::size_t kBits = 8 * sizeof(unsigned long);
+  std::vector<unsigned long> mask;
+  for (int c : cpus) {
+    const auto cpu = static_cast<std::size_t>(c);
+    if (mask.size() <= cpu / kBits) mask.resize(cpu / kBits + 1);
+    mask[cpu / kBits] |= 1UL << (cpu % kBits);
+  }
+  if (!mask.empty()) {
+    req.cpu_mask = mask.data();
+    req.cpu_mask_bytes = mask.size() * sizeof(unsigned long);
+  }
   w->started = Clock::now();
   pid_t pid = spawn_process(req);
   if (pid < 0) throw_os_error(errno, fmt::format("cannot start rank {}: fork", r.rank));
@@ -262,6 +273,7 @@ void WorkerGroup::on_exit(pid_t pid, int wait_status) {
     if (auto it = failures_.find(w.exit.pid); it != failures_.end()) {
       w.exit.exec_errno = it->second.err;  // a failed set-up before the exec counts as a failed exec
       w.exit.workdir_error = it->second.step == SpawnStep::workdir;
+      w.exit.cpus_error = it->second.step == SpawnStep::cpus;
       failures_.erase(it);
     }
     DTRAIN_DEBUG(agent, "rank {} pid {} ended: {}", w.exit.rank, w.exit.pid, w.exit.describe());

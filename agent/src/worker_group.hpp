@@ -70,8 +70,10 @@ class WorkerGroup {
 
   // The status pipe and the drain timer. Throws IoError.
   void open(uv_loop_t* loop, Launch launch);
-  // Starts one worker; its logs go to `log_dir` when set. Throws IoError (nothing is left running).
-  void spawn(const config::RankInfo& r, const EnvMap& env, const std::optional<std::filesystem::path>& log_dir);
+  // Starts one worker, bound to `cpus` unless empty; its logs go to `log_dir` when set. Throws
+  // IoError (nothing is left running).
+  void spawn(const config::RankInfo& r, const EnvMap& env, const std::optional<std::filesystem::path>& log_dir,
+             const std::vector<int>& cpus);
   // `sig` to the process group of every live worker; `stopping`: the agent is stopping them.
   void kill(int sig, bool stopping = false);
 

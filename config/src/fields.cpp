@@ -193,7 +193,7 @@ const FieldInfo kFields[] = {
    +[](JobSpec& s, const json& v) { s.cluster.instance_type = v.get<std::string>(); }},
   {"/cluster/bind_gpus", FieldType::boolean, "false", "give each GPU worker its own GPU through CUDA_VISIBLE_DEVICES", 0, 0, false, false, nullptr,
    +[](JobSpec& s, const json& v) { s.cluster.bind_gpus = v.get<bool>(); }},
-  {"/cluster/cpu_bind", FieldType::string, "\"none\"", "each local rank's CPUs: \"none\", \"core\" (its share of the cores) or \"numa\" (one NUMA node's)", 0, 0, false, false, check_cpu_bind,
+  {"/cluster/cpu_bind", FieldType::string, "\"none\"", "each local rank's CPUs: \"none\" (unbound), \"core\" (its share of the cores) or \"numa\" (whole NUMA nodes, with GPUs its GPU's)", 0, 0, false, false, check_cpu_bind,
    +[](JobSpec& s, const json& v) { s.cluster.cpu_bind = v.get<std::string>(); }},
 
   {"/batch", FieldType::object, "unset (no batch math)", "batch sizes, handed to workers as DTRAIN_* variables", 0, 0, false, false, nullptr,

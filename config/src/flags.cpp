@@ -129,7 +129,8 @@ constexpr FlagRow kRows[] = {
    "the command that reaches each host of -H or --hostfile, with its own arguments (default: ssh; e.g. \"ssh -F "
    "cfg\")", kDtrain},
   {"--cpu-bind", nullptr, kValue, "/cluster/cpu_bind", "none|core|numa",
-   "each local rank's CPUs: none, core (its share of the cores) or numa (one NUMA node's); overrides cluster.cpu_bind",
+   "each local rank's CPUs: none (the default: unbound), core (its share of the cores) or numa (whole NUMA nodes, "
+   "with GPUs its GPU's); one line per rank says what it got; overrides cluster.cpu_bind",
    kDtrain},
   {"--progress", nullptr, kToggle, "progress", "", "show the job's stage even when stderr is not a terminal", kDtrain},
   {"--no-progress", nullptr, kToggle, "progress", "", "never show the progress line", kDtrain, nullptr, "false"},

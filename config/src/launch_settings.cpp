@@ -149,7 +149,7 @@ const SettingInfo kSettings[] = {
   {rule("logs_specs", kStr, "torchrun's LogsSpecs"), [](LaunchState&, const json&) {}, "", false,
    "not used; logs go to LOG_DIR/RUN_ID/attempt-N/rank-R.{out,err} (--log-dir)"},
   {rule("numa_binding", kStr, "torchrun's NUMA binding"), [](LaunchState&, const json&) {}, "", false,
-   "not used; dtrain does not bind workers to NUMA nodes (run the command under numactl to)"},
+   "not used; dtrain binds with --cpu-bind numa (each rank on its GPU's NUMA node) or core (its share of the cores)"},
   {rule("signals_to_handle", kStr, "torchrun's signals"), [](LaunchState&, const json&) {}, "", false,
    "not used; dtrain forwards SIGINT, SIGTERM, SIGHUP (stopping the job) and SIGUSR1, SIGUSR2 (as they are) to every "
    "worker"},

@@ -398,9 +398,6 @@ Plan make_plan(const JobSpec& spec, const Overrides& given, const Environment& e
   else if (!ov.launch_agent.empty())
     problems.push_back({"--launch-agent", "names the command that reaches the hosts of -H or --hostfile, but no "
                                           "host is given; drop it or give the hosts"});
-  if (spec.cluster.cpu_bind != "none")
-    plan.warnings.push_back(fmt::format("cluster.cpu_bind \"{}\": this dtrain does not bind workers yet; they run where "
-                                        "the kernel puts them", spec.cluster.cpu_bind));
   if (plan_layout(plan, problems) && spec.has_batch) plan_batch(plan, problems);
   if (problems.empty()) plan_bubble(plan);
   check_elastic_sizes(plan, problems);

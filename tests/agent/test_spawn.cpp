@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,7 +36,7 @@ struct Spawned {
 
 // `file` run with `argv`, env `env`, stdout into a pipe.
 Spawned run(const char* file, std::vector<std::string> argv, std::vector<std::string> env, const char* cwd = nullptr,
-            bool own_session = true) {
+            bool own_session = true, const std::vector<unsigned long>* cpu_mask = nullptr) {
   int out[2], status[2];
   REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
   REQUIRE(::pipe2(status, O_CLOEXEC) == 0);
@@ -52,6 +53,10 @@ Spawned run(const char* file, std::vector<std::string> argv, std::vector<std::st
   r.stdio[1] = out[1];
   r.status_fd = status[1];
   r.own_session = own_session;
+  if (cpu_mask != nullptr) {
+    r.cpu_mask = cpu_mask->data();
+    r.cpu_mask_bytes = cpu_mask->size() * sizeof(unsigned long);
+  }
   Spawned s;
   s.pid = spawn_process(r);
   ::close(out[1]);
@@ -113,6 +118,28 @@ TEST_SUITE("agent::spawn") {
     ::sigaction(SIGINT, &old_int, nullptr);
     ::sigaction(SIGPIPE, &old_pipe, nullptr);
     CHECK(s.out == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  }
+
+  TEST_CASE("cpu_mask: the child runs on those CPUs; a mask of none fails its set-up as step cpus") {
+    cpu_set_t mine;
+    REQUIRE(::sched_getaffinity(0, sizeof mine, &mine) == 0);
+    int last = -1;
+    for (int i = 0; i < CPU_SETSIZE; ++i)
+      if (CPU_ISSET(i, &mine)) last = i;
+    REQUIRE(last >= 0);
+    const std::size_t bits = 8 * sizeof(unsigned long);
+    std::vector<unsigned long> mask(static_cast<std::size_t>(last) / bits + 1);
+    mask[static_cast<std::size_t>(last) / bits] = 1UL << (static_cast<std::size_t>(last) % bits);
+    auto s = run("/bin/sh", {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, {"PATH=/usr/bin:/bin"}, nullptr,
+                 true, &mask);
+    CHECK(s.out == "Cpus_allowed_list:\t" + std::to_string(last) + "\n");
+    CHECK(s.failures.empty());
+    std::vector<unsigned long> none(mask.size());
+    s = run("/bin/sh", {"sh", "-c", "exit 0"}, {"PATH=/usr/bin:/bin"}, nullptr, true, &none);
+    REQUIRE(s.failures.size() == 1);
+    CHECK(s.failures[0].err == EINVAL);
+    CHECK(s.failures[0].step == SpawnStep::cpus);
+    CHECK(WEXITSTATUS(s.status) == 126);
   }
 
   TEST_CASE("a failed exec or workdir: one record with pid, errno and step; exit 127 or 126") {

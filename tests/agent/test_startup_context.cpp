@@ -105,4 +105,16 @@ TEST_SUITE("agent::startup_context") {
     plan.identity.node_rank = 1;
     CHECK(local_ranks(plan) == std::vector<int>{2, 3});
   }
+
+  TEST_CASE("each local rank's GPU for the CPU binding: i, or the i-th of the CUDA_VISIBLE_DEVICES it inherits") {
+    dtrain::config::Plan plan;
+    CHECK(local_gpus(plan, {{"CUDA_VISIBLE_DEVICES", "2,3"}}, 2).empty());  // no GPUs in the job
+    plan.use_gpus = true;
+    CHECK(local_gpus(plan, {}, 2) == std::vector<int>{0, 1});
+    CHECK(local_gpus(plan, {{"CUDA_VISIBLE_DEVICES", "2,3"}}, 3) == std::vector<int>{2, 3, -1});
+    plan.spec.env["CUDA_VISIBLE_DEVICES"] = "5,GPU-8f2c";
+    CHECK(local_gpus(plan, {{"CUDA_VISIBLE_DEVICES", "2,3"}}, 2) == std::vector<int>{5, -1});  // the spec's first
+    plan.spec.cluster.bind_gpus = true;  // the worker's CUDA_VISIBLE_DEVICES is its local rank
+    CHECK(local_gpus(plan, {{"CUDA_VISIBLE_DEVICES", "2,3"}}, 2) == std::vector<int>{0, 1});
+  }
 }

@@ -103,14 +103,13 @@ TEST_SUITE("config::counts") {
                          doctest::Contains("--hostfile: /nonexistent/hosts: cannot read the hostfile"), SpecError);
   }
 
-  TEST_CASE("cluster.cpu_bind: none, core or numa, from the spec or --cpu-bind / --bind-to; not bound yet, said") {
+  TEST_CASE("cluster.cpu_bind: none, core or numa, from the spec or --cpu-bind / --bind-to, the flag first") {
     Plan p = plan_of(kJob);
     CHECK(p.spec.cluster.cpu_bind == "none");
     CHECK(p.warnings.empty());
     p = plan_of(R"({"command": ["a"], "cluster": {"cpu_bind": "numa"}})", flags({{"--cpu-bind", "core"}}));
     CHECK(p.spec.cluster.cpu_bind == "core");
-    REQUIRE(p.warnings.size() == 1);
-    CHECK(has(p.warnings[0], "cluster.cpu_bind \"core\": this dtrain does not bind workers yet"));
+    CHECK(p.warnings.empty());
     CHECK(plan_of(kJob, flags({{"--bind-to", "numa"}})).spec.cluster.cpu_bind == "numa");
     CHECK(has(failure(R"({"command": ["a"], "cluster": {"cpu_bind": "socket"}})"),
               "/cluster/cpu_bind: \"socket\" is not a CPU binding; expected \"none\""));

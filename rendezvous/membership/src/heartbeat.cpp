@@ -12,6 +12,7 @@ void Heartbeat::start(TcpStore& session, int node_rank, std::function<void(const
   {
     std::lock_guard lock(mu_);
     stop_ = false;
+    peers_.clear();  // a new generation's keys: the others publish theirs afresh
   }
   thread_ = std::thread([this, &session, node_rank, on_lost = std::move(on_lost)] { loop(session, node_rank, on_lost); });
 }

@@ -53,6 +53,29 @@ TEST_SUITE("rendezvous::heartbeat") {
     CHECK(lost == 0);
   }
 
+  TEST_CASE("figures: this node's are stored, the other nodes' read back; a new start forgets them") {
+    TestServer srv;
+    NodeSession node(one_node(srv));
+    node.join();
+    node.store().set(figures_key(1), as_bytes(std::string("window\n1 10 2:5:100\n")));  // node 1's
+    Heartbeat hb(20ms, 60s);
+    hb.set_figures("window\n0 10 2:5:900\n", 3);  // a job of 3 nodes: node 2 shared nothing yet
+    hb.start(node.store(), 0, [](const std::string&) {});
+    REQUIRE(wait_until([&] { return !hb.peer_figures().empty(); }));
+    auto peers = hb.peer_figures();
+    CHECK(peers.size() == 1);
+    CHECK(peers[1] == "window\n1 10 2:5:100\n");
+    CHECK(to_string(node.store().get(figures_key(0), 5s)) == "window\n0 10 2:5:900\n");
+    hb.stop();
+    // started again (a new generation): what was read before is gone, what is there now comes in
+    CHECK(node.store().erase(figures_key(1)));
+    node.store().set(figures_key(2), as_bytes(std::string("window\n2 10 2:5:100\n")));
+    hb.start(node.store(), 0, [](const std::string&) {});
+    REQUIRE(wait_until([&] { return hb.peer_figures().count(2) == 1; }));
+    CHECK(hb.peer_figures().count(1) == 0);
+    hb.stop();
+  }
+
   TEST_CASE("a heartbeat that fails is the rendezvous lost, once") {
     auto srv = std::make_unique<TestServer>();
     NodeSession node(one_node(*srv));

@@ -27,10 +27,11 @@ struct EnvContext {
   std::string role = "default";  // ROLE_NAME
 };
 
-// base (the agent's environment) < spec `env` < the contract variables; OMP_NUM_THREADS is set to
-// max(1, cores / local workers) only when neither base nor spec env has it.
+// base (the agent's environment) < spec `env` < the contract variables; OMP_NUM_THREADS is set only
+// when neither base nor spec env has it: to `threads` (a bound rank's share of the CPUs), or when
+// that is 0 to max(1, cores / local workers).
 EnvMap worker_env(const config::Plan& plan, const config::RankInfo& rank, const EnvContext& ctx,
-                  const EnvMap& base);
+                  const EnvMap& base, int threads = 0);
 
 // The agent's own environment.
 EnvMap current_environment();

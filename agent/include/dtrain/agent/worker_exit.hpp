@@ -26,6 +26,7 @@ struct WorkerExit {
   int signal = 0;           // terminating signal, 0 when it exited
   int exec_errno = 0;       // the command could not be executed (ENOENT, EACCES, ...)
   bool workdir_error = false;  // exec_errno is from entering the workdir, before the exec
+  bool cpus_error = false;     // exec_errno is from binding it to its CPUs (cluster.cpu_bind), before the exec
   bool stopped_by_agent = false;  // ended after the agent sent it SIGTERM/SIGKILL
   double duration_s = 0;
   std::vector<std::string> last_stderr;  // last lines of its stderr
