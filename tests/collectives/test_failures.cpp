@@ -59,14 +59,19 @@ TEST_SUITE("collectives::failures") {
   }
 
   TEST_CASE("a rank that never arrives: the others time out naming it and where everyone is") {
-    for (const char* transport : kEngines) {
-      CAPTURE(transport);
-      World w = world_of(3, transport, 1500ms);
-      std::vector<std::string> text(3);
-      std::vector<dtrain_status_t> st(3, DTRAIN_SUCCESS);
+    struct Outcome {
+      std::vector<dtrain_status_t> st = std::vector<dtrain_status_t>(3, DTRAIN_SUCCESS);
+      std::vector<std::string> text = std::vector<std::string>(3), errors;
+      std::chrono::steady_clock::duration took{};
+    };
+    // Both engines at once, a world each: each waits out its timeout.
+    std::vector<Outcome> out(std::size(kEngines));
+    no_errors(on_threads(static_cast<int>(std::size(kEngines)), [&](int e) {
+      Outcome& o = out[static_cast<std::size_t>(e)];
+      World w = world_of(3, kEngines[e], 1500ms);
       std::atomic<int> done{0};
       auto t0 = std::chrono::steady_clock::now();
-      auto errors = run_ranks(w, [&](Communicator& c, int r) {
+      o.errors = run_ranks(w, [&](Communicator& c, int r) {
         std::vector<double> a(10, 1.0);
         c.allreduce(a.data(), a.data(), a.size(), DTRAIN_FLOAT64, DTRAIN_SUM);
         if (r == 1) {  // stays away from call #2 until the others gave up
@@ -74,28 +79,33 @@ TEST_SUITE("collectives::failures") {
           return;
         }
         auto res = status_of([&] { c.allreduce(a.data(), a.data(), a.size(), DTRAIN_FLOAT64, DTRAIN_SUM); });
-        st[static_cast<std::size_t>(r)] = res.first;
-        text[static_cast<std::size_t>(r)] = res.second;
+        o.st[static_cast<std::size_t>(r)] = res.first;
+        o.text[static_cast<std::size_t>(r)] = res.second;
         ++done;
         done.notify_all();
       });
-      auto took = std::chrono::steady_clock::now() - t0;
-      CHECK(took < 30s);  // a generous bound: the point is "no hang", not speed
+      o.took = std::chrono::steady_clock::now() - t0;
+    }));
+    for (std::size_t e = 0; e < std::size(kEngines); ++e) {
+      const std::string transport = kEngines[e];
+      CAPTURE(transport);
+      const Outcome& o = out[e];
+      CHECK(o.took < 30s);  // a generous bound: the point is "no hang", not speed
       for (int r : {0, 2}) {
         CAPTURE(r);
-        CHECK(errors[static_cast<std::size_t>(r)].empty());
-        const auto& m = text[static_cast<std::size_t>(r)];
+        CHECK(o.errors[static_cast<std::size_t>(r)].empty());
+        const auto& m = o.text[static_cast<std::size_t>(r)];
         // TCP: a rank may also learn of the failure from its ring neighbour giving up first.
-        CHECK_MESSAGE((st[static_cast<std::size_t>(r)] == DTRAIN_ERR_TIMEOUT ||
-                       st[static_cast<std::size_t>(r)] == DTRAIN_ERR_PEER),
+        CHECK_MESSAGE((o.st[static_cast<std::size_t>(r)] == DTRAIN_ERR_TIMEOUT ||
+                       o.st[static_cast<std::size_t>(r)] == DTRAIN_ERR_PEER),
                       m);
         CHECK_MESSAGE(m.find("allreduce") != std::string::npos, m);
         CHECK_MESSAGE(m.find("#2") != std::string::npos, m);
         CHECK_MESSAGE(m.find("rank 1") != std::string::npos, m);
       }
-      if (std::string(transport) == "auto") {
-        CHECK(text[0].find("ranks [1] never arrived") != std::string::npos);
-        CHECK(text[0].find("rank 1: last finished allreduce #1") != std::string::npos);
+      if (transport == "auto") {
+        CHECK(o.text[0].find("ranks [1] never arrived") != std::string::npos);
+        CHECK(o.text[0].find("rank 1: last finished allreduce #1") != std::string::npos);
       }
     }
   }
