@@ -142,12 +142,19 @@ void signal_worker(long pid, int sig) {
   if (::kill(-static_cast<pid_t>(pid), sig) != 0 && errno == ESRCH) ::kill(static_cast<pid_t>(pid), sig);
 }
 
+// It exited by itself and is not reaped yet (a zombie: its exit waits in the reaper's queue behind
+// another's). A signal sent now does not end it, so it is not stopped by the agent.
+bool exited_already(long pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
 }  // namespace
 
 void WorkerGroup::kill(int sig, bool stopping) {
   for (auto& w : workers_) {
     if (!w->live()) continue;
-    if (stopping) w->exit.stopped_by_agent = true;
+    if (stopping && !exited_already(w->exit.pid)) w->exit.stopped_by_agent = true;
     signal_worker(w->exit.pid, sig);
   }
 }
