@@ -24,20 +24,25 @@ namespace pg = dtrain::progress;
 constexpr char kPagePrefix[] = "progress-";
 std::string page_name(int rank) { return fmt::format("{}{}", kPagePrefix, rank); }
 
-// Maps a page file (created with `create`); null when it cannot.
+// Maps a page file (created with `create`); null when it cannot. A page is made whole under a
+// temporary name and renamed into place, so that a reader (dtrain status, a test) never maps a file
+// shorter than a page, as it could between an O_TRUNC and the ftruncate (its reads would fault).
 pg::Page* map_page(const fs::path& p, bool create) {
-  int fd = ::open(p.c_str(), create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDONLY | O_CLOEXEC), 0600);
+  const std::string made = create ? p.string() + ".new" : p.string();
+  int fd = ::open(made.c_str(), create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDONLY | O_CLOEXEC), 0600);
   if (fd < 0) return nullptr;
-  if (create && ::ftruncate(fd, static_cast<off_t>(pg::kPageBytes)) != 0) {
-    ::close(fd);
-    return nullptr;
-  }
-  if (!create && ::lseek(fd, 0, SEEK_END) < static_cast<off_t>(pg::kPageBytes)) {
-    ::close(fd);
-    return nullptr;
-  }
-  void* m = ::mmap(nullptr, pg::kPageBytes, create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  bool whole = create ? ::ftruncate(fd, static_cast<off_t>(pg::kPageBytes)) == 0
+                      : ::lseek(fd, 0, SEEK_END) >= static_cast<off_t>(pg::kPageBytes);
+  void* m = whole ? ::mmap(nullptr, pg::kPageBytes, create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0)
+                  : MAP_FAILED;
   ::close(fd);
+  if (create && (m == MAP_FAILED || ::rename(made.c_str(), p.c_str()) != 0)) {
+    int e = errno;
+    if (m != MAP_FAILED) ::munmap(m, pg::kPageBytes);
+    ::unlink(made.c_str());
+    errno = e;
+    return nullptr;
+  }
   return m == MAP_FAILED ? nullptr : static_cast<pg::Page*>(m);
 }
 

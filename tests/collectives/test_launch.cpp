@@ -73,7 +73,10 @@ std::vector<long> calls_made(const std::filesystem::path& run_folder, int ranks)
   for (int r = 0; r < ranks; ++r) {
     long calls = -1;
     const int fd = ::open((run_folder / ("progress-" + std::to_string(r))).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
+    struct stat st {};
+    if (fd >= 0 && (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(dtrain::progress::kPageBytes))) {
+      ::close(fd);  // not a whole page (a reader must not map past the end of a file)
+    } else if (fd >= 0) {
       void* m = ::mmap(nullptr, dtrain::progress::kPageBytes, PROT_READ, MAP_SHARED, fd, 0);
       ::close(fd);
       if (m != MAP_FAILED) {
