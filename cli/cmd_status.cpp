@@ -60,6 +60,13 @@ std::string json_escape(const std::string& s) {
   return out + "\"";
 }
 
+// A JSON array of the strings `v`.
+std::string json_strings(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& l : v) s += (s.empty() ? "" : ",") + json_escape(l);
+  return "[" + s + "]";
+}
+
 // "[\"rank 0: ...\", ...]" of a node's progress text
 std::string lines_json(const std::string& text) {
   std::string out;
@@ -165,16 +172,12 @@ std::string stacks_text(const std::vector<NodeStacks>& nodes) {
 
 // "[{\"node_rank\":0,\"host\":...,\"answered\":true,\"summary\":[...],\"stacks\":[...]},...]"
 std::string stacks_json(const std::vector<NodeStacks>& nodes) {
-  auto list = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& l : v) s += (s.empty() ? "" : ",") + json_escape(l);
-    return "[" + s + "]";
-  };
   std::string out;
   for (const auto& n : nodes) {
     out += fmt::format("{}{{\"node_rank\":{},\"host\":{},\"answered\":{},", out.empty() ? "" : ",", n.node_rank,
                        json_escape(n.host), n.stacks ? "true" : "false");
-    out += n.stacks ? fmt::format("\"summary\":{},\"stacks\":{}}}", list(n.stacks->summary), list(n.stacks->lines))
+    out += n.stacks ? fmt::format("\"summary\":{},\"stacks\":{}}}", json_strings(n.stacks->summary),
+                                  json_strings(n.stacks->lines))
                     : fmt::format("\"why\":{}}}", json_escape(n.none));
   }
   return "[" + out + "]";
@@ -203,19 +206,11 @@ std::string local_snapshot(const StatusArgs& a) {
       std::string unseen;
       for (int r : d.unseen) unseen += (unseen.empty() ? "" : ",") + std::to_string(r);
       items += fmt::format("{}{{\"run_id\":{},\"node_rank\":{},\"pid\":{},\"run_dir\":{},\"stuck\":{},"
-                           "\"verdict\":{},\"unseen_ranks\":[{}],\"ranks\":[", items.empty() ? "" : ",",
+                           "\"verdict\":{},\"unseen_ranks\":[{}],\"ranks\":", items.empty() ? "" : ",",
                            json_escape(run.run_id), run.node_rank, run.pid, json_escape(run.run_dir),
                            d.hung ? "true" : "false", json_escape(d.verdict), unseen);
-      for (std::size_t i = 0; i < d.lines.size(); ++i)
-        items += (i ? "," : "") + json_escape(d.lines[i]);
-      items += "],\"stragglers\":[";
-      for (std::size_t i = 0; i < stragglers.size(); ++i) items += (i ? "," : "") + json_escape(stragglers[i]);
-      items += "]";
-      if (a.stacks) {
-        std::string all;
-        for (const auto& l : agent::stack_lines(stacks)) all += (all.empty() ? "" : ",") + json_escape(l);
-        items += ",\"stacks\":[" + all + "]";
-      }
+      items += json_strings(d.lines) + ",\"stragglers\":" + json_strings(stragglers);
+      if (a.stacks) items += ",\"stacks\":" + json_strings(agent::stack_lines(stacks));
       items += "}";
       continue;
     }
